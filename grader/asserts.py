@@ -1,0 +1,70 @@
+"""Assertions the hidden tests use: type and shape first, then values within a tolerance.
+
+Checking the type first matters: a returned object with a lying ``__eq__``, a Python list,
+or an array that merely broadcasts against the expected one must fail, with a message
+that tells the learner what was expected.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+
+def assert_scalar(got, expected: float, *, rel: float = 1e-6, abs: float = 1e-9, what="result"):
+    """`got` is a real number (Python or numpy float, not bool) close to `expected`."""
+    if isinstance(got, bool | np.bool_) or not isinstance(got, numbers.Real):
+        raise AssertionError(f"{what} should be a float, got {type(got).__name__}: {got!r}")
+    got = float(got)
+    if not math.isfinite(got):
+        raise AssertionError(f"{what} should be finite, got {got}")
+    if not math.isclose(got, expected, rel_tol=rel, abs_tol=abs):
+        raise AssertionError(f"{what}: expected {expected:.8g}, got {got:.8g}")
+
+
+def assert_array(
+    got,
+    expected,
+    *,
+    rtol: float = 1e-6,
+    atol: float = 1e-9,
+    kind: str = "f",
+    what: str = "result",
+):
+    """`got` is a numpy array of `expected`'s shape, dtype kind (f, i, b...) and values."""
+    expected = np.asarray(expected)
+    if not isinstance(got, np.ndarray):
+        raise AssertionError(f"{what} should be a numpy array, got {type(got).__name__}")
+    if got.shape != expected.shape:
+        raise AssertionError(f"{what} should have shape {expected.shape}, got {got.shape}")
+    if got.dtype.kind not in kind:
+        raise AssertionError(f"{what} should have a dtype of kind {kind!r}, got {got.dtype}")
+    if got.dtype.kind == "f" and not np.all(np.isfinite(got)):
+        raise AssertionError(f"{what} should be finite everywhere, got {got}")
+    if not np.allclose(got, expected, rtol=rtol, atol=atol):
+        where = np.argwhere(~np.isclose(got, expected, rtol=rtol, atol=atol))[0]
+        index = tuple(int(i) for i in where)
+        raise AssertionError(
+            f"{what}{list(index)}: expected {expected[index]!r}, got {got[index]!r}\n"
+            f"expected {np.array2string(expected, precision=6)}\n"
+            f"got      {np.array2string(got, precision=6)}"
+        )
+
+
+def assert_tensor(got, expected, *, rtol: float = 1e-5, atol: float = 1e-7, what: str = "result"):
+    """`got` is a torch tensor of `expected`'s shape and floating dtype, close in value."""
+    import torch  # only the torch problems need it; the browser problems never get here
+
+    if not isinstance(got, torch.Tensor):
+        raise AssertionError(f"{what} should be a torch tensor, got {type(got).__name__}")
+    expected = torch.as_tensor(expected)
+    if tuple(got.shape) != tuple(expected.shape):
+        raise AssertionError(
+            f"{what} should have shape {tuple(expected.shape)}, got {tuple(got.shape)}"
+        )
+    if got.is_floating_point() != expected.is_floating_point():
+        raise AssertionError(f"{what} should have a dtype like {expected.dtype}, got {got.dtype}")
+    to_numpy = lambda t: t.detach().cpu().double().numpy()  # noqa: E731
+    assert_array(to_numpy(got), to_numpy(expected), rtol=rtol, atol=atol, what=what)

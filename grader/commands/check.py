@@ -1,0 +1,65 @@
+"""`grpo-kit check SLUG [FILE]`: run one problem's hidden tests against one file."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from pathlib import Path
+
+from grader.problems import ProblemSpecError, UnknownProblemError, get_problem
+from grader.runner import run_tests
+
+HELP = "run one problem's tests against your solution file and print a verdict per test"
+
+MARKS = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "SKIP"}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("slug", help="the problem, as `grpo-kit list` names it")
+    parser.add_argument(
+        "file", nargs="?", type=Path, help="your solution (default: the problem's stub you edit)"
+    )
+
+
+def _readable_python(path: Path) -> str | None:
+    """Why `path` cannot be tested, or None when it can."""
+    if not path.is_file():
+        return f"no such file: {path}"
+    try:
+        source = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return f"{path} is not UTF-8 text: save it as UTF-8 and try again"
+    if not source.strip():
+        return f"{path} is empty: start from the problem's stub"
+    try:
+        ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        return f"{path}, line {exc.lineno}: syntax error: {exc.msg}"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        problem = get_problem(args.slug)
+    except (UnknownProblemError, ProblemSpecError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    path = (args.file or problem.stub).resolve()
+    problem_found = _readable_python(path)
+    if problem_found:
+        print(f"error: {problem_found}", file=sys.stderr)
+        return 2
+
+    print(f"{problem.title}: testing {path}")
+    outcomes = run_tests(problem, [str(path)])
+    earned = sum(problem.points_for(o.name) for o in outcomes if o.outcome == "passed")
+    total = sum(problem.points_for(o.name) for o in outcomes)
+    for o in outcomes:
+        print(f"  {MARKS.get(o.outcome, o.outcome.upper()):5} {o.name}")
+        if o.outcome != "passed" and o.message:
+            first_lines = o.message.splitlines()[:4]
+            print("\n".join(f"        {line}" for line in first_lines))
+    passed = sum(o.outcome == "passed" for o in outcomes)
+    print(f"{passed}/{len(outcomes)} tests passed, {earned}/{total} points")
+    return 0 if outcomes and passed == len(outcomes) else 1

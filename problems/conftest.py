@@ -1,0 +1,35 @@
+"""Hands every problem's tests the implementation under test; see grader/loader.py.
+
+pytest problems/                          your solutions (the stubs you edit)
+pytest problems/ --impl reference         the reference solutions
+pytest problems/<slug> --impl FILE.py     any file
+"""
+
+import pytest
+
+from grader.loader import load_implementation
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--impl",
+        action="append",
+        default=[],
+        metavar="IMPL",
+        help="implementation to test: starter (default), reference, mistake:<id> or a file path; "
+        "repeat to test several in one run",
+    )
+
+
+def pytest_generate_tests(metafunc):
+    # Several --impl values run every test once per implementation, with the spec as the test id.
+    specs = metafunc.config.getoption("--impl")
+    if "impl" in metafunc.fixturenames and len(specs) > 1:
+        metafunc.parametrize("impl", specs, indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
+def impl(request):
+    specs = request.config.getoption("--impl")
+    spec = getattr(request, "param", specs[0] if specs else "starter")
+    return load_implementation(request.path.parent, spec)

@@ -1,0 +1,88 @@
+"""`grpo-kit list` and `grpo-kit check` as a learner uses them."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from grader.cli import main
+from grader.problems import all_problems, get_problem
+
+
+def test_list_shows_every_problem_in_path_order(capsys):
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    slugs = [line.split()[1] for line in lines]
+    assert slugs == [p.slug for p in all_problems()]
+    orders = [int(line.split()[0]) for line in lines]
+    assert orders == sorted(orders)
+
+
+def test_list_filters_by_runtime(capsys):
+    assert main(["list", "--runtime", "pyodide"]) == 0
+    shown = {line.split()[1] for line in capsys.readouterr().out.splitlines()[1:]}
+    assert shown == {p.slug for p in all_problems() if p.runtime == "pyodide"}
+
+
+def test_check_passes_the_reference(capsys):
+    problem = get_problem("grpo_objective")
+    assert main(["check", "grpo_objective", str(problem.reference)]) == 0
+    out = capsys.readouterr().out
+    assert "FAIL" not in out
+    assert out.rstrip().endswith("points")
+
+
+def test_check_reports_each_failing_test_of_the_stub(capsys):
+    assert main(["check", "grpo_objective"]) == 1
+    out = capsys.readouterr().out
+    assert "0/" in out.splitlines()[-1]
+    assert "FAIL  test_reference_example" in out
+    assert "not implemented yet" in out
+
+
+def test_check_scores_a_partly_right_solution(tmp_path, capsys):
+    source = get_problem("grpo_objective").reference.read_text()
+    wrong = tmp_path / "solution.py"
+    wrong.write_text(source.replace("surrogate - beta * kl", "surrogate + beta * kl"))
+    assert main(["check", "grpo_objective", str(wrong)]) == 1
+    verdict = capsys.readouterr().out.splitlines()[-1]
+    passed, total = verdict.split()[0].split("/")
+    assert 0 < int(passed) < int(total)
+
+
+def test_check_unknown_slug_suggests_the_closest(capsys):
+    assert main(["check", "grpo_objectve", "x.py"]) == 2
+    err = capsys.readouterr().err
+    assert "no problem named 'grpo_objectve'" in err
+    assert "Did you mean grpo_objective" in err
+
+
+def test_check_missing_file(tmp_path, capsys):
+    assert main(["check", "grpo_objective", str(tmp_path / "nope.py")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"def grpo_objective(:\n", "line 1: syntax error"),
+        (b"", "is empty"),
+        (b"x = '\xff\xfe'\n", "not UTF-8"),
+    ],
+    ids=["syntax-error", "empty", "not-utf8"],
+)
+def test_check_rejects_a_broken_file_with_a_clear_message(tmp_path, capsys, content, message):
+    path = tmp_path / "solution.py"
+    path.write_bytes(content)
+    assert main(["check", "grpo_objective", str(path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_console_script_is_installed():
+    exe = shutil.which("grpo-kit") or str(
+        __import__("pathlib").Path(sys.executable).with_name("grpo-kit")
+    )
+    result = subprocess.run([exe, "--help"], capture_output=True, text=True)
+    assert result.returncode == 0
+    assert "list" in result.stdout and "check" in result.stdout

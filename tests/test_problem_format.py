@@ -1,0 +1,163 @@
+"""The problem format: metadata validation, the loader seam and the mistake catalogue."""
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from grader.loader import ImplementationSpecError, Unavailable, load_implementation
+from grader.mistakes import MistakeSpecError, load_catalogue, load_mistake
+from grader.problems import ProblemSpecError, all_problems, load_problem
+
+GOOD_META = """
+title = "Toy"
+order = 1
+difficulty = "easy"
+tags = ["toy"]
+implement = ["double"]
+runtime = "pyodide"
+points_per_test = 1
+time_limit_s = 5
+teaches = "Nothing much."
+"""
+
+
+@pytest.fixture
+def kit(tmp_path) -> Path:
+    """A throwaway kit with one problem `toy` and its reference."""
+    problem = tmp_path / "problems" / "toy"
+    (problem / ".meta").mkdir(parents=True)
+    (problem / "problem.toml").write_text(GOOD_META)
+    (problem / "README.md").write_text("# Toy\n")
+    (problem / "toy.py").write_text("def double(x):\n    raise NotImplementedError('todo')\n")
+    (problem / "test_toy.py").write_text("def test_double(impl):\n    assert impl.double(2) == 4\n")
+    (tmp_path / "reference").mkdir()
+    (tmp_path / "reference" / "__init__.py").write_text("")
+    (tmp_path / "reference" / "toy.py").write_text("def double(x):\n    return 2 * x\n")
+    return tmp_path
+
+
+def test_every_shipped_problem_is_well_formed():
+    problems = all_problems()
+    assert problems, "no problems found"
+    for problem in problems:
+        assert problem.reference.is_file(), f"{problem.slug}: no reference solution"
+        assert problem.statement.read_text().startswith("# ")
+
+
+def test_stub_and_reference_define_the_same_public_names():
+    for problem in all_problems():
+        for spec in ("starter", "reference"):
+            impl = load_implementation(problem.dir, spec)
+            for name in problem.implement:
+                assert not isinstance(getattr(impl, name), Unavailable), (problem.slug, spec)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda m: m.replace('runtime = "pyodide"', 'runtime = "browser"'), "runtime must be"),
+        (lambda m: m.replace("order = 1\n", ""), "missing key 'order'"),
+        (lambda m: m.replace("order = 1", 'order = "one"'), "'order' has the wrong type"),
+        (lambda m: m.replace('implement = ["double"]', "implement = []"), "'implement' must"),
+        (lambda m: m + "colour = 'red'\n", "unknown keys"),
+        (lambda m: m + "title = [\n", "invalid TOML"),
+    ],
+    ids=["runtime", "missing-key", "wrong-type", "empty-implement", "unknown-key", "bad-toml"],
+)
+def test_malformed_metadata_is_rejected_with_the_file_at_fault(kit, edit, message):
+    meta = kit / "problems" / "toy" / "problem.toml"
+    meta.write_text(edit(GOOD_META))
+    with pytest.raises(ProblemSpecError, match=message) as info:
+        load_problem(meta.parent)
+    assert "toy" in str(info.value)
+
+
+def test_problem_without_tests_is_rejected(kit):
+    (kit / "problems" / "toy" / "test_toy.py").unlink()
+    with pytest.raises(ProblemSpecError, match="no test_"):
+        load_problem(kit / "problems" / "toy")
+
+
+def test_loader_gives_starter_reference_and_any_file(kit, tmp_path):
+    problem = kit / "problems" / "toy"
+    with pytest.raises(NotImplementedError, match="todo"):
+        load_implementation(problem, "starter").double(1)
+    other = tmp_path / "mine.py"
+    other.write_text("def double(x):\n    return x + x\n")
+    assert load_implementation(problem, str(other)).double(4) == 8
+
+
+def test_loader_turns_a_broken_file_into_failing_functions(kit, tmp_path):
+    problem = kit / "problems" / "toy"
+    broken = tmp_path / "broken.py"
+    broken.write_text("def double(x)\n    return x\n")
+    impl = load_implementation(problem, str(broken))
+    with pytest.raises(NotImplementedError, match="syntax error on line 1"):
+        impl.double(1)
+    exits = tmp_path / "exits.py"
+    exits.write_text("import sys\nsys.exit(0)\n")
+    with pytest.raises(NotImplementedError, match="SystemExit"):
+        load_implementation(problem, str(exits)).double(1)
+
+
+def test_loader_reports_a_missing_name(kit, tmp_path):
+    renamed = tmp_path / "renamed.py"
+    renamed.write_text("def twice(x):\n    return 2 * x\n")
+    impl = load_implementation(kit / "problems" / "toy", str(renamed))
+    with pytest.raises(NotImplementedError, match="defines no 'double'"):
+        impl.double(1)
+
+
+def test_loader_rejects_a_missing_file(kit):
+    with pytest.raises(ImplementationSpecError, match="no such file"):
+        load_implementation(kit / "problems" / "toy", "/nonexistent/solution.py")
+
+
+def write_catalogue(kit: Path, body: str) -> Path:
+    problem = kit / "problems" / "toy"
+    (problem / ".meta" / "mistakes.toml").write_text(textwrap.dedent(body))
+    return problem
+
+
+def test_mistake_is_an_edit_of_the_reference(kit):
+    problem = write_catalogue(
+        kit,
+        """
+        [[mistake]]
+        id = "triples"
+        description = "Multiplies by three."
+        edits = [{ find = "2 * x", replace = "3 * x" }]
+        """,
+    )
+    assert [m.id for m in load_catalogue(problem)] == ["triples"]
+    assert load_mistake(problem, "triples").double(2) == 6
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (
+            '[[mistake]]\nid = "a"\ndescription = "d"\nedits = [{ find = "nowhere", replace = "x" }]',
+            "occurs 0 times",
+        ),
+        ('[[mistake]]\nid = "a"\ndescription = "d"\n', "needs edits or source"),
+        ('[[mistake]]\nid = "a b"\ndescription = "d"\nsource = "x = 1"\n', "unique identifier"),
+        (
+            '[[mistake]]\nid = "a"\ndescription = "d"\nedits = [{ find = "2", replace = "2" }]',
+            "changes nothing",
+        ),
+        ('[[mistake]]\nid = "a"\nsource = "x = 1"\n', "has no description"),
+    ],
+    ids=["find-missing", "no-edits", "bad-id", "no-op", "no-description"],
+)
+def test_malformed_catalogue_is_rejected(kit, body, message):
+    problem = write_catalogue(kit, body)
+    with pytest.raises(MistakeSpecError, match=message):
+        load_catalogue(problem)
+
+
+def test_unknown_mistake_is_a_spec_error_not_a_failing_solution(kit):
+    problem = write_catalogue(kit, "")
+    with pytest.raises(ImplementationSpecError):
+        load_implementation(problem, "mistake:nope")
