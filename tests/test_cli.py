@@ -86,3 +86,9 @@ def test_console_script_is_installed():
     result = subprocess.run([exe, "--help"], capture_output=True, text=True)
     assert result.returncode == 0
     assert "list" in result.stdout and "check" in result.stdout
+
+
+def test_readme_problem_list_is_generated_from_the_metadata():
+    from grader import readme
+
+    assert readme.main(["--check"]) == 0, "run `python -m grader.readme` to refresh README.md"
