@@ -1,0 +1,49 @@
+"""Reference solution: which generated tokens belong to each completion.
+
+A completion ends at its first EOS token, which is part of it (the model chose to stop, and
+that choice must be trained too). Everything after it is padding or junk the sampler kept
+generating for other rows of the batch. Array-API generic: numpy in, numpy out; torch in,
+torch out on the same device.
+"""
+
+from collections.abc import Iterable, Sequence
+from numbers import Integral
+
+from array_api_compat import array_namespace
+
+
+def eos_id_list(eos_ids: int | Sequence[int]) -> list[int]:
+    """The EOS ids as a list of Python ints, or ValueError that says what was expected."""
+    candidates = [eos_ids] if isinstance(eos_ids, Integral) else eos_ids
+    eos = list(candidates) if isinstance(candidates, Iterable) else []
+    if not eos or not all(isinstance(e, Integral) for e in eos):
+        raise ValueError(f"eos_ids must be an int or a non-empty sequence of ints, got {eos_ids!r}")
+    return [int(e) for e in eos]
+
+
+def completion_mask(ids, eos_ids: int | Sequence[int], mask_truncated: bool = False):
+    """0/1 int64 mask of shape (B, T): 1 up to and including the first EOS of each row.
+
+    A row without any EOS was truncated by the length limit: it keeps all ones, or all zeros
+    when `mask_truncated` is set (its reward judged an unfinished answer).
+    """
+    xp = array_namespace(ids)
+    if ids.ndim != 2:
+        raise ValueError(
+            f"ids must be a 2-D (batch, time) array of token ids, got shape {tuple(ids.shape)}"
+        )
+    eos = eos_id_list(eos_ids)
+
+    is_eos = ids == eos[0]
+    for eos_id in eos[1:]:
+        is_eos = is_eos | (ids == eos_id)
+    is_eos = xp.astype(is_eos, xp.int64)
+
+    # A token is kept when no EOS came strictly before it: count the EOS tokens up to and
+    # including each position, minus the token's own EOS.
+    eos_before = xp.cumulative_sum(is_eos, axis=1) - is_eos
+    mask = eos_before == 0
+    if mask_truncated:
+        finished = xp.any(is_eos == 1, axis=1, keepdims=True)
+        mask = mask & finished
+    return xp.astype(mask, xp.int64)

@@ -1,0 +1,154 @@
+"""Reference solution, and the trainer's generation step: sample a group of completions per prompt.
+
+All B * G completions are sampled together, one token per step for every row at once. When the
+model follows the Hugging Face KV-cache convention, the prompt goes through the model once and
+every later step feeds only the newest token; otherwise each step re-reads the whole sequence.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from reference.completion_mask import eos_id_list, completion_mask
+
+
+@dataclass
+class SampledGroup:
+    """G completions of each of B prompts; row i * G + j is completion j of prompt i.
+
+    Every field has shape (B * G, max_new_tokens). After a completion's first EOS its ids are
+    the pad id (the first EOS id), its mask 0 and its log-probs 0.
+    """
+
+    completion_ids: torch.Tensor  # int64
+    completion_mask: torch.Tensor  # int64, 1 up to and including the first EOS
+    logprobs: torch.Tensor  # float32, log-prob of each token under the sampling distribution
+
+
+def sampling_logits(
+    logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0
+) -> torch.Tensor:
+    """The logits of the distribution actually sampled from; removed tokens get -inf.
+
+    Order as in Hugging Face generate: temperature, then top-k, then top-p on what top-k left.
+    """
+    logits = logits / temperature  # on logits, not probabilities: that is what sharpens
+    if 0 < top_k < logits.shape[-1]:
+        kth_largest = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth_largest, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        mass_before = torch.cumsum(probs, dim=-1) - probs
+        # The smallest nucleus whose mass reaches top_p: a token stays while the mass of the
+        # more likely tokens is still below top_p, so the token that crosses p is kept.
+        drop_sorted = mass_before >= top_p
+        drop = drop_sorted.scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def _check_arguments(prompt_ids, num_generations, max_new_tokens, temperature, top_k, top_p):
+    if not isinstance(prompt_ids, torch.Tensor) or prompt_ids.ndim != 2 or prompt_ids.shape[1] < 1:
+        raise ValueError(
+            "prompt_ids must be a 2-D tensor of token ids (batch, prompt_length) with at least "
+            f"one token, got {getattr(prompt_ids, 'shape', type(prompt_ids).__name__)}"
+        )
+    if prompt_ids.is_floating_point():
+        raise ValueError(f"prompt_ids must hold integer token ids, got dtype {prompt_ids.dtype}")
+    if num_generations < 1 or max_new_tokens < 1:
+        raise ValueError(
+            f"num_generations and max_new_tokens must be at least 1, got {num_generations} "
+            f"and {max_new_tokens}"
+        )
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0 (use top_k=1 for greedy), got {temperature}")
+    if top_k < 0:
+        raise ValueError(f"top_k must be >= 0 (0 turns it off), got {top_k}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1] (1 turns it off), got {top_p}")
+
+
+def accepts_kv_cache(model) -> bool:
+    """Whether `model.forward` takes the Hugging Face `past_key_values` / `use_cache` arguments."""
+    try:
+        parameters = inspect.signature(model.forward).parameters
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return "past_key_values" in parameters and "use_cache" in parameters
+
+
+def _device_of(model, fallback: torch.device) -> torch.device:
+    parameter = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
+    return fallback if parameter is None else parameter.device
+
+
+@torch.no_grad()  # not inference_mode: the ids feed a later forward pass that needs autograd
+def sample_group(
+    model,
+    prompt_ids: torch.Tensor,
+    num_generations: int,
+    max_new_tokens: int,
+    eos_ids: int | Sequence[int],
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> SampledGroup:
+    """Sample `num_generations` completions of every prompt (all prompts the same length)."""
+    _check_arguments(prompt_ids, num_generations, max_new_tokens, temperature, top_k, top_p)
+    eos = eos_id_list(eos_ids)
+    pad_id = eos[0]
+    device = _device_of(model, prompt_ids.device)
+    if generator is not None and generator.device.type != device.type:
+        raise ValueError(
+            f"the generator is on {generator.device} but the model on {device}: "
+            f"create it with torch.Generator(device={str(device)!r})"
+        )
+    use_cache = accepts_kv_cache(model)
+
+    # Group by group: the G copies of prompt i are rows i*G .. i*G + G - 1.
+    prompts = prompt_ids.to(device=device, dtype=torch.long).repeat_interleave(num_generations, 0)
+    rows, prompt_length = prompts.shape
+    # One buffer for prompt + completion, so no step copies the growing sequence.
+    sequences = torch.full((rows, prompt_length + max_new_tokens), pad_id, device=device)
+    sequences[:, :prompt_length] = prompts
+    attention_mask = torch.ones_like(sequences)  # prompts share a length: nothing to mask
+    logprobs = torch.zeros(rows, max_new_tokens, device=device)
+    eos_tensor = torch.tensor(eos, device=device)
+    finished = torch.zeros(rows, dtype=torch.bool, device=device)
+
+    past = None
+    for step in range(max_new_tokens):
+        end = prompt_length + step
+        # With a cache only the newest token is new; a model that returned none rereads it all.
+        inputs = sequences[:, end - 1 : end] if past is not None else sequences[:, :end]
+        if use_cache:
+            output = model(
+                inputs, attention_mask=attention_mask[:, :end], past_key_values=past, use_cache=True
+            )
+            past = output.past_key_values
+        else:
+            output = model(inputs, attention_mask=attention_mask[:, :end])
+        logits = output if isinstance(output, torch.Tensor) else output.logits
+        # Sample in float32 whatever the model's dtype: bf16 log-probs are too coarse.
+        step_logprobs = torch.log_softmax(
+            sampling_logits(logits[:, -1, :].float(), temperature, top_k, top_p), dim=-1
+        )
+        tokens = torch.multinomial(step_logprobs.exp(), 1, generator=generator).squeeze(-1)
+        tokens = tokens.masked_fill(finished, pad_id)  # a finished completion only pads
+        sequences[:, end] = tokens
+        logprobs[:, step] = step_logprobs.gather(-1, tokens[:, None]).squeeze(-1)
+        finished |= torch.isin(tokens, eos_tensor)
+        if bool(finished.all()):  # every completion has ended: skip the remaining steps
+            break
+
+    completion_ids = sequences[:, prompt_length:]
+    mask = completion_mask(completion_ids, eos)  # int64, on the same device
+    # where, not multiply: a pad token the filters removed has log-prob -inf, and -inf * 0 = nan.
+    logprobs = torch.where(mask.bool(), logprobs, torch.zeros_like(logprobs))
+    return SampledGroup(completion_ids.contiguous(), mask, logprobs)
