@@ -1,0 +1,158 @@
+"""A small GPT, the default policy of the trainer: trained from scratch, no download needed.
+
+It follows the Hugging Face causal-LM calling convention, so the trainer and
+`reference.sample_group.sample_group` treat it exactly like a transformers model:
+
+    out = model(input_ids, attention_mask=mask, past_key_values=cache, use_cache=True)
+    out.logits             (B, T, vocab_size)
+    out.past_key_values    one (k, v) pair per layer, each (B, n_head, T_past + T, head_dim)
+
+`GPTConfig` and the state_dict are enough to rebuild a model (see `GPT.from_checkpoint`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+KVCache = tuple[tuple[torch.Tensor, torch.Tensor], ...]
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int
+    block_size: int = 32  # longest sequence (prompt + completion) the model accepts
+    n_layer: int = 2
+    n_head: int = 4
+    n_embd: int = 64
+
+
+@dataclass
+class CausalLMOutput:
+    logits: torch.Tensor  # (B, T, vocab_size)
+    past_key_values: KVCache | None = None
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.n_head = config.n_head
+        self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd)
+        self.proj = nn.Linear(config.n_embd, config.n_embd)
+
+    def forward(
+        self,
+        x: torch.Tensor,  # (B, T, C)
+        allowed: torch.Tensor | None,  # (B, 1, T, S) bool: may query t see key s; None: causal
+        past: tuple[torch.Tensor, torch.Tensor] | None,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        # (B, T, C) -> (B, n_head, T, head_dim)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        if past is not None:
+            k = torch.cat([past[0], k], dim=2)  # (B, n_head, S, head_dim), S = T_past + T
+            v = torch.cat([past[1], v], dim=2)
+        y = F.scaled_dot_product_attention(  # (B, n_head, T, head_dim)
+            q, k, v, attn_mask=allowed, is_causal=allowed is None
+        )
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.proj(y), (k, v)
+
+
+class Block(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd)
+        self.mlp = nn.Sequential(
+            nn.Linear(config.n_embd, 4 * config.n_embd),
+            nn.GELU(),
+            nn.Linear(4 * config.n_embd, config.n_embd),
+        )
+
+    def forward(self, x, allowed, past):
+        attended, present = self.attn(self.ln_1(x), allowed, past)
+        x = x + attended
+        x = x + self.mlp(self.ln_2(x))
+        return x, present
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.block_size, config.n_embd)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight  # weight tying: fewer parameters, learns faster
+        self.apply(self._init_weights)
+        # GPT-2's scaled init of the residual projections keeps the residual stream's variance flat.
+        for name, p in self.named_parameters():
+            if name.endswith("attn.proj.weight") or name.endswith("mlp.2.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear | nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,  # (B, T) the new tokens only when past_key_values is given
+        attention_mask: torch.Tensor | None = None,  # (B, S) 1 = real token, 0 = padding; S = T_past + T
+        past_key_values: KVCache | None = None,
+        use_cache: bool = False,
+    ) -> CausalLMOutput:
+        B, T = input_ids.shape
+        past_len = 0 if past_key_values is None else past_key_values[0][0].shape[2]
+        S = past_len + T
+        if self.config.block_size < S:
+            raise ValueError(
+                f"sequence of {S} tokens is longer than block_size={self.config.block_size}: "
+                "build the model with a larger GPTConfig.block_size"
+            )
+        if attention_mask is None:
+            attention_mask = torch.ones(B, S, dtype=torch.long, device=input_ids.device)
+        # Positions count real tokens only, so a left-padded prompt starts at position 0.
+        positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, past_len:]  # (B, T)
+        if past_len == 0 and bool(attention_mask.all()):
+            allowed = None  # plain causal attention: the fast fused kernel
+        else:
+            keys = attention_mask.bool()  # (B, S)
+            query_index = torch.arange(past_len, S, device=input_ids.device)[:, None]  # (T, 1)
+            key_index = torch.arange(S, device=input_ids.device)[None, :]  # (1, S)
+            causal = key_index <= query_index  # (T, S)
+            # A query may always see itself: a padding query with no visible key would give NaN.
+            allowed = causal & (keys[:, None, :] | (key_index == query_index))  # (B, T, S)
+            allowed = allowed[:, None]  # (B, 1, T, S), broadcast over heads
+
+        x = self.wte(input_ids) + self.wpe(positions)  # (B, T, C)
+        presents = []
+        for i, block in enumerate(self.blocks):
+            x, present = block(x, allowed, None if past_key_values is None else past_key_values[i])
+            presents.append(present)
+        logits = self.lm_head(self.ln_f(x))  # (B, T, vocab_size)
+        return CausalLMOutput(logits, tuple(presents) if use_cache else None)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def checkpoint(self) -> dict:
+        """Everything needed to rebuild this model: its config and its weights."""
+        return {"config": asdict(self.config), "state_dict": self.state_dict()}
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: dict) -> GPT:
+        model = cls(GPTConfig(**checkpoint["config"]))
+        model.load_state_dict(checkpoint["state_dict"])
+        return model
