@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup system-deps serve test lint bench
+.PHONY: setup site-deps system-deps site serve test lint bench
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,23 +19,35 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)
 
-# Debian packages the sandbox (bubblewrap) and the browser tests (chromium) need.
-system-deps:
+# Debian packages, installed when missing (as root; otherwise the apt-get line to run is printed).
+# $(1) lists command:package pairs.
+define need-debian
 	@missing=""; \
-	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
-	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	for pair in $(1); do command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair##*:}"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	  else echo "missing Debian packages:$$missing; install them with: sudo apt-get install$$missing"; exit 1; fi; \
 	fi
+endef
 
-serve: setup
+# npm builds the site; the sandbox needs bubblewrap and the browser tests chromium.
+site-deps:
+	$(call need-debian,npm:npm)
+
+system-deps:
+	$(call need-debian,npm:npm bwrap:bubblewrap chromium:chromium)
+
+# The browser site: pinned Pyodide assets (cached in .cache/), npm ci, pages into web/dist/.
+site: setup site-deps
+	$(BIN)/grpo-kit build
+
+serve: setup site-deps
 	$(BIN)/grpo-kit serve
 
 lint: setup
 	$(BIN)/ruff check .
 
-test: setup system-deps lint
+test: setup system-deps lint site
 	$(BIN)/python -m pytest
 
 bench: setup system-deps

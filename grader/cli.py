@@ -9,7 +9,7 @@ import sys
 from grader import __version__
 
 # Subcommands in the order `grpo-kit --help` lists them; each is grader/commands/<name>.py.
-COMMANDS = ("list", "check")
+COMMANDS = ("list", "check", "build", "serve", "grade", "merge", "train", "ablate")
 
 
 def build_parser() -> argparse.ArgumentParser:

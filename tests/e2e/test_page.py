@@ -1,0 +1,185 @@
+"""End to end: the problem pages in headless Chromium, with the hidden tests run by Pyodide.
+
+Needs Debian's chromium (`make system-deps` installs it) and builds the site if it is stale.
+Each test opens its pages in a fresh browser context: an empty localStorage, like a newcomer.
+"""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import urlsplit
+
+import pytest
+
+from grader import browser, site
+from grader.problems import all_problems
+from grader.runner import run_tests
+from grader.serve import serve_in_thread
+
+if browser.find_chromium() is None:
+    pytest.skip("chromium is not installed (run `make system-deps`)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="install the dev extra: playwright")
+
+PROBLEMS = all_problems()
+BROWSER_PROBLEMS = [p for p in PROBLEMS if p.runs_in_browser]
+LOCAL_PROBLEMS = [p for p in PROBLEMS if not p.runs_in_browser]
+FIRST = BROWSER_PROBLEMS[0]  # grpo_objective: the problem a newcomer starts with
+FIRST_NAME = FIRST.implement[0]
+
+INFINITE_LOOP = f"def {FIRST_NAME}(*args, **kwargs):\n    while True:\n        pass\n"
+# Swallows the interrupt, so only terminating the worker can stop it.
+STUBBORN_LOOP = f"""def {FIRST_NAME}(*args, **kwargs):
+    while True:
+        try:
+            while True:
+                pass
+        except KeyboardInterrupt:
+            pass
+"""
+
+
+@pytest.fixture(scope="module")
+def base_url():
+    server, url = serve_in_thread(site.ensure_site())
+    yield url
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    with sync_api.sync_playwright() as playwright:
+        instance = playwright.chromium.launch(**browser.launch_options())
+        yield instance
+        instance.close()
+
+
+@pytest.fixture
+def context(chromium):
+    """A fresh browser profile that records every URL the pages request."""
+    ctx = chromium.new_context()
+    ctx.requested = []
+    ctx.on("request", lambda request: ctx.requested.append(request.url))
+    yield ctx
+    ctx.close()
+
+
+def open_problem(context, base_url, slug) -> browser.ProblemPage:
+    problem_page = browser.ProblemPage(context.new_page(), base_url, slug).open()
+    problem_page.wait_ready()
+    return problem_page
+
+
+@pytest.mark.parametrize("problem", BROWSER_PROBLEMS, ids=lambda p: p.slug)
+def test_reference_passes_every_test_and_starter_fails_them_all(problem, context, base_url):
+    hidden_tests = len(run_tests(problem, ["reference"]))
+    page = open_problem(context, base_url, problem.slug)
+
+    starter = page.run()  # the editor starts with the starter
+    assert starter.verdict == "failed", starter.summary
+    assert starter.statuses == ["failed"] * hidden_tests
+
+    solved = page.run(browser.standalone(problem.reference))
+    assert solved.verdict == "passed", solved.summary
+    assert solved.statuses == ["passed"] * hidden_tests
+
+    page.page.goto(base_url)  # the list remembers the problem as solved
+    row = page.page.locator(f'[data-testid=problem-row][data-slug="{problem.slug}"]')
+    assert row.get_attribute("data-solved") == "true"
+
+
+def test_a_failing_test_says_what_went_wrong(context, base_url):
+    page = open_problem(context, base_url, FIRST.slug)
+    code = f"def {FIRST_NAME}(*args, **kwargs):\n    print('hello from my code')\n    return 1 / 0\n"
+    result = page.run(code)
+    assert result.verdict == "failed"
+    first = page.page.locator("[data-testid=result]").first
+    assert "ZeroDivisionError" in first.locator("[data-testid=result-message]").inner_text()
+    # Only the learner's frame, with the editor's line number.
+    assert first.locator("[data-testid=traceback]").inner_text().splitlines() == [
+        f"{FIRST.slug}.py, line 3, in {FIRST_NAME}",
+        "    return 1 / 0",
+    ]
+    assert "hello from my code" in first.locator("[data-testid=result-stdout]").inner_text()
+
+
+@pytest.mark.parametrize("loop", [INFINITE_LOOP, STUBBORN_LOOP], ids=["interrupt", "terminate"])
+def test_stop_ends_an_infinite_loop_and_the_next_run_works(loop, context, base_url):
+    page = open_problem(context, base_url, FIRST.slug)
+    page.set_code(loop)
+    started = page.start_run()
+    time.sleep(0.5)  # let the loop start
+    stop_clicked = time.perf_counter()
+    page.page.click("[data-testid=stop]")
+    stopped = page.wait_verdict(started)
+    assert stopped.verdict == "stopped", stopped.summary
+    assert time.perf_counter() - stop_clicked < 2.0
+    # The interrupt keeps the same Python; only the stubborn loop needs a fresh one.
+    state = page.page.get_attribute("[data-testid=status]", "data-state")
+    assert state == ("ready" if loop is INFINITE_LOOP else "starting")
+
+    after = page.run(browser.standalone(FIRST.reference))
+    assert after.verdict == "passed", after.summary
+
+
+def test_draft_survives_a_reload_and_reset_restores_the_starter(context, base_url):
+    # The editor and its storage work before Python has started: no need to wait for it.
+    page = browser.ProblemPage(context.new_page(), base_url, FIRST.slug).open()
+    starter = page.code()
+    page.page.click(".cm-content")
+    page.page.keyboard.press("Control+End")
+    page.page.keyboard.type("\n# my draft 42\n")
+    page.page.reload()
+    assert "# my draft 42" in page.code()
+
+    page.page.once("dialog", lambda dialog: dialog.accept())
+    page.page.click("[data-testid=reset]")
+    assert page.code() == starter
+    page.page.reload()
+    assert page.code() == starter
+
+
+def test_run_works_from_the_keyboard_alone(context, base_url):
+    page = open_problem(context, base_url, FIRST.slug)
+    keyboard = page.page.keyboard
+    focused = "document.activeElement.closest('[data-testid]')?.dataset.testid"
+    for _ in range(40):  # Tab through the page until the editor has the focus
+        keyboard.press("Tab")
+        if page.page.evaluate(focused) == "editor":
+            break
+    else:
+        pytest.fail("Tab never reached the editor")
+
+    keyboard.press("Control+End")
+    keyboard.type("\nprint('typed')\n")
+    started = time.perf_counter()
+    keyboard.press("Control+Enter")
+    assert page.wait_verdict(started).verdict == "failed"  # the starter, run from the editor
+
+    keyboard.press("Escape")  # Escape then Shift+Tab leaves the editor, back to the toolbar
+    keyboard.press("Shift+Tab")
+    assert page.page.evaluate(focused) == "reset"
+    keyboard.press("Shift+Tab")  # Stop is disabled between runs: the next stop is Run
+    assert page.page.evaluate(focused) == "run"
+    started = time.perf_counter()
+    keyboard.press("Enter")
+    assert page.wait_verdict(started).verdict == "failed"
+
+
+@pytest.mark.parametrize("problem", LOCAL_PROBLEMS, ids=lambda p: p.slug)
+def test_torch_problems_say_how_to_run_them_locally(problem, context, base_url):
+    page = context.new_page()
+    page.goto(f"{base_url}p/{problem.slug}/")
+    notice = page.locator("[data-testid=local-only]").inner_text()
+    assert f"pytest problems/{problem.slug}" in notice
+    assert f"grpo-kit check {problem.slug}" in notice
+    assert page.locator("[data-testid=run]").count() == 0
+
+
+def test_the_site_requests_nothing_outside_localhost(context, base_url):
+    page = open_problem(context, base_url, FIRST.slug)
+    assert page.run(browser.standalone(FIRST.reference)).verdict == "passed"
+    page.page.goto(base_url)
+    page.page.wait_for_load_state("networkidle")
+    hosts = {urlsplit(url).hostname for url in context.requested if not url.startswith("data:")}
+    assert hosts == {"127.0.0.1"}
+    assert any(url.endswith("pyodide.asm.wasm") for url in context.requested)  # Python came too

@@ -1,0 +1,156 @@
+"""The browser's building blocks, under CPython: the in-process runner, the site's contents,
+the pinned assets and the server's headers. The page itself is tested in tests/e2e/."""
+
+import json
+import shutil
+import sys
+import urllib.request
+import zipfile
+
+import pytest
+
+from grader import assets, site
+from grader.problems import KIT_ROOT, all_problems
+from grader.serve import serve_in_thread
+from grader.webrun import run_problem
+
+BROWSER_PROBLEMS = [p for p in all_problems() if p.runs_in_browser]
+FIRST = BROWSER_PROBLEMS[0]
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory):
+    """A copy of the kit laid out as the worker lays it out in Pyodide's file system.
+
+    One folder for the module, as the browser keeps one (/kit) for all its runs.
+    """
+    root = tmp_path_factory.mktemp("kit")
+    for relative, text in site.kit_files(FIRST).items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text, encoding="utf-8")
+    return root
+
+
+def test_browser_files_hold_no_answers():
+    for problem in BROWSER_PROBLEMS:
+        files = site.kit_files(problem)
+        assert f"problems/{problem.slug}/test_{problem.slug}.py" in files
+        assert not any(path.startswith("reference/") or ".meta" in path for path in files)
+
+
+def test_learner_sees_their_frames_their_output_and_the_message(kit):
+    learner = kit / "problems" / FIRST.slug / f"{FIRST.slug}.py"
+    name = FIRST.implement[0]
+    learner.write_text(
+        f"def {name}(*args, **kwargs):\n    print('hi')\n    return helper()\n\n"
+        "def helper():\n    return 1 / 0\n"
+    )
+    report = run_problem(str(kit), FIRST.slug, ["starter"], str(learner))
+    assert report["exit_code"] == 1 and not report["errors"]
+    first = report["tests"][0]
+    assert first["outcome"] == "failed"
+    assert first["message"] == "ZeroDivisionError: division by zero"
+    assert first["traceback"] == [
+        {"line": 3, "function": name, "code": "return helper()"},
+        {"line": 6, "function": "helper", "code": "return 1 / 0"},
+    ]
+    assert first["stdout"] == "hi\n"
+
+
+def test_an_edit_is_seen_by_the_next_run_in_the_same_interpreter(kit, monkeypatch):
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # as the worker sets it
+    learner = kit / "problems" / FIRST.slug / f"{FIRST.slug}.py"
+    learner.write_text(FIRST.reference.read_text())
+    passing = run_problem(str(kit), FIRST.slug, ["starter"], str(learner))
+    assert {t["outcome"] for t in passing["tests"]} == {"passed"}
+    for version in ("v1", "v2"):  # same size, same second: no stale bytecode nor source lines
+        learner.write_text(f"def {FIRST.implement[0]}(*args, **kwargs):\n    raise KeyError('{version}')\n")
+        failing = run_problem(str(kit), FIRST.slug, ["starter"], str(learner))
+        assert {t["outcome"] for t in failing["tests"]} == {"failed"}
+        assert all(f"KeyError: '{version}'" in t["message"] for t in failing["tests"])
+        assert failing["tests"][0]["traceback"][0]["code"] == f"raise KeyError('{version}')"
+    assert len(failing["tests"]) == len(passing["tests"])
+
+
+def test_a_syntax_error_fails_every_test_with_its_line(kit):
+    learner = kit / "problems" / FIRST.slug / f"{FIRST.slug}.py"
+    learner.write_text("def broken(:\n")
+    report = run_problem(str(kit), FIRST.slug, ["starter"], str(learner))
+    assert report["tests"] and {t["outcome"] for t in report["tests"]} == {"failed"}
+    assert "syntax error on line 1" in report["tests"][0]["message"]
+
+
+def test_lock_file_lists_exactly_the_pinned_wheels():
+    lock = assets.lock_file()
+    assert lock["info"]["version"] == assets.PYODIDE_VERSION
+    assert set(lock["packages"]) == {w.name for w in assets.WHEELS}
+    pytest_entry = lock["packages"]["pytest"]
+    assert pytest_entry["file_name"] == "pytest-9.2.0-py3-none-any.whl"
+    assert set(pytest_entry["depends"]) <= set(lock["packages"])
+
+
+def test_a_corrupted_download_is_rejected_and_removed(tmp_path):
+    bad = tmp_path / "pytest.whl"
+    bad.write_bytes(b"not the pinned wheel")
+    with pytest.raises(assets.AssetError, match="sha256"):
+        assets._verify(bad, assets.WHEELS[1].sha256)
+    assert not bad.exists()
+
+
+def test_a_second_setup_downloads_nothing(monkeypatch):
+    assets.ensure_assets()  # the first setup (downloads only if this machine has no cache)
+
+    def no_network(command, cwd):
+        raise AssertionError(f"downloaded again: {command}")
+
+    monkeypatch.setattr(assets, "_run", no_network)
+    runtime = assets.ensure_assets()
+    for name, sha in assets.CORE_FILES.items():
+        assert assets.sha256_of(runtime / name) == sha
+
+
+def test_the_runtime_lock_matches_its_files_and_pytest_comes_precompiled():
+    runtime = assets.ensure_assets()
+    lock = json.loads((runtime / assets.LOCK_NAME).read_text())
+    for entry in lock["packages"].values():
+        assert assets.sha256_of(runtime / entry["file_name"]) == entry["sha256"]
+    with zipfile.ZipFile(runtime / lock["packages"]["pytest"]["file_name"]) as wheel:
+        names = wheel.namelist()
+    assert "_pytest/__pycache__/main.cpython-312.pyc" in names
+    assert "_pytest/main.py" in names  # sources stay, for tracebacks
+
+
+def test_the_server_isolates_the_page_and_serves_wasm(tmp_path):
+    (tmp_path / "index.html").write_text("<!doctype html><p>hi</p>")
+    (tmp_path / "a.wasm").write_bytes(b"\0asm")
+    server, url = serve_in_thread(tmp_path)
+    try:
+        with urllib.request.urlopen(url) as response:
+            assert response.headers["Cross-Origin-Opener-Policy"] == "same-origin"
+            assert response.headers["Cross-Origin-Embedder-Policy"] == "require-corp"
+        with urllib.request.urlopen(url + "a.wasm") as response:
+            assert response.headers["Content-Type"] == "application/wasm"
+    finally:
+        server.shutdown()
+    assert url.startswith("http://127.0.0.1:")
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="building the site needs Node.js")
+def test_built_site_has_a_page_per_problem_and_no_answers():
+    out = site.ensure_site()
+    assert not site.is_stale(out)
+    listing = (out / "index.html").read_text(encoding="utf-8")
+    for problem in all_problems():
+        page = (out / "p" / problem.slug / "index.html").read_text(encoding="utf-8")
+        assert problem.title.replace("&", "&#38;") in page and problem.slug in listing
+        if problem.runs_in_browser:
+            assert 'data-testid="run"' in page
+            kit_json = json.loads((out / "p" / problem.slug / "kit.json").read_text())
+            assert kit_json == site.kit_files(problem)
+        else:
+            assert f"pytest problems/{problem.slug}" in page
+    assert '<span class="katex">' in (out / "p" / FIRST.slug / "index.html").read_text()
+    shipped = {p.name for p in out.rglob("*")}
+    reference_names = {p.name for p in (KIT_ROOT / "reference").glob("*.py")} - {"__init__.py"}
+    assert not shipped & (reference_names | {"mistakes.toml", "mistakes.py"})
+
