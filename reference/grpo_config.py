@@ -110,10 +110,18 @@ class Rollout:
     truncated: torch.Tensor  # (N,) bool: the completion never emitted EOS
     old_logps: torch.Tensor | None = None  # (N, L) cached when num_iterations > 1
     ref_logps: torch.Tensor | None = None  # (N, L) cached when beta > 0
+    prompt_mask: torch.Tensor | None = None  # (N, P) left-padded prompts: 1 = real token
 
     @property
     def input_ids(self) -> torch.Tensor:
         return torch.cat([self.prompt_ids, self.completion_ids], dim=1)  # (N, P + L)
+
+    @property
+    def attention_mask(self) -> torch.Tensor | None:
+        """(N, P + L) 1 on real tokens; None when no prompt is padded."""
+        if self.prompt_mask is None:
+            return None
+        return torch.cat([self.prompt_mask, torch.ones_like(self.completion_ids)], dim=1)
 
     def split(self, parts: int, group_size: int) -> list[Rollout]:
         """`parts` micro-batches of whole groups (a group's advantages belong together)."""

@@ -23,7 +23,7 @@ import torch.distributed as dist
 from reference.group_advantages import group_advantages
 from reference.grpo_config import GRPOConfig, Rollout
 from reference.grpo_loss_torch import grpo_loss
-from reference.sample_group import sample_group
+from reference.sample_group import position_ids, sample_group
 from reference.token_logprobs import token_logprobs
 
 # reward_fn(completion_ids (N, L), answers: one per row) -> N rewards
@@ -35,10 +35,17 @@ def completion_logps(
     input_ids: torch.Tensor,  # (N, P + L) prompt then completion
     prompt_length: int,
     config: GRPOConfig,
+    attention_mask: torch.Tensor | None = None,  # (N, P + L) for left-padded prompts
 ) -> torch.Tensor:
     """(N, L) log-probs of the completion tokens, from logits divided by the temperature."""
+    extra = {}
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    else:  # positions as when sampling: counting real tokens only
+        positions = position_ids(model, attention_mask)
+        extra = {} if positions is None else {"position_ids": positions}
     with config.autocast(input_ids.device):
-        output = model(input_ids, attention_mask=torch.ones_like(input_ids))
+        output = model(input_ids, attention_mask=attention_mask, **extra)
     logits = output if isinstance(output, torch.Tensor) else output.logits  # (N, P + L, V)
     # float32 whatever the autocast dtype: ratios of bf16 log-probs are far too coarse.
     return token_logprobs(logits.float(), input_ids, prompt_length, config.temperature)
@@ -54,6 +61,7 @@ def generate_rollout(
     eos_ids: int | Sequence[int],
     config: GRPOConfig,
     generator: torch.Generator | None = None,
+    prompt_mask: torch.Tensor | None = None,  # (B, P) left-padded prompts: 1 = real token
 ) -> Rollout:
     if config.max_completion_length is None:
         raise ValueError("config.max_completion_length is None: set it to the longest completion")
@@ -66,7 +74,7 @@ def generate_rollout(
         group = sample_group(
             sampler, prompt_ids, G, config.max_completion_length, eos_ids,
             temperature=config.temperature, top_k=config.top_k, top_p=config.top_p,
-            generator=generator,
+            generator=generator, prompt_mask=prompt_mask,
         )  # fmt: skip
     completion_ids = group.completion_ids  # (N, L), N = B * G
     # Scores can come from anywhere (a Python function, a list): make them a float tensor.
@@ -90,13 +98,14 @@ def generate_rollout(
         rewards=rewards,
         advantages=advantages,
         truncated=truncated,
+        prompt_mask=None if prompt_mask is None else prompt_mask.to(device).repeat_interleave(G, 0),
     )
-    P = prompt_ids.shape[1]
+    P, attention = prompt_ids.shape[1], rollout.attention_mask  # None: no padding
     # Computed once here, not at each update: the policy that sampled is gone after one step.
     if config.num_iterations > 1:
-        rollout.old_logps = completion_logps(policy, rollout.input_ids, P, config)
+        rollout.old_logps = completion_logps(policy, rollout.input_ids, P, config, attention)
     if config.beta > 0 and ref_model is not None:
-        rollout.ref_logps = completion_logps(ref_model, rollout.input_ids, P, config)
+        rollout.ref_logps = completion_logps(ref_model, rollout.input_ids, P, config, attention)
     return rollout
 
 
@@ -107,7 +116,9 @@ def compute_loss(
     normalizer: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The loss to minimize (0-d) and the current log-probs (N, L), detached, for metrics."""
-    logps = completion_logps(policy, rollout.input_ids, rollout.prompt_ids.shape[1], config)
+    logps = completion_logps(
+        policy, rollout.input_ids, rollout.prompt_ids.shape[1], config, rollout.attention_mask
+    )
     # One update per batch: the old policy is the current one, so rho = 1 but its gradient is not 0.
     old = rollout.old_logps if rollout.old_logps is not None else logps.detach()
     ref = rollout.ref_logps if rollout.ref_logps is not None else logps.detach()
@@ -187,9 +198,10 @@ def grpo_step(
     config: GRPOConfig,
     generator: torch.Generator | None = None,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    prompt_mask: torch.Tensor | None = None,
 ) -> tuple[Rollout, dict]:
     """One GRPO step: sample and score a group per prompt, then update the policy."""
     rollout = generate_rollout(
-        policy, ref_model, prompt_ids, answers, reward_fn, eos_ids, config, generator
+        policy, ref_model, prompt_ids, answers, reward_fn, eos_ids, config, generator, prompt_mask
     )
     return rollout, optimize(policy, optimizer, rollout, config, scheduler)

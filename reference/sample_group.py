@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from reference.completion_mask import eos_id_list, completion_mask
+from reference.completion_mask import completion_mask, eos_id_list
 
 
 @dataclass
@@ -73,13 +73,47 @@ def _check_arguments(prompt_ids, num_generations, max_new_tokens, temperature, t
         raise ValueError(f"top_p must be in (0, 1] (1 turns it off), got {top_p}")
 
 
+def _forward_parameters(model) -> set[str]:
+    try:
+        return set(inspect.signature(model.forward).parameters)
+    except (AttributeError, TypeError, ValueError):
+        return set()
+
+
 def accepts_kv_cache(model) -> bool:
     """Whether `model.forward` takes the Hugging Face `past_key_values` / `use_cache` arguments."""
-    try:
-        parameters = inspect.signature(model.forward).parameters
-    except (AttributeError, TypeError, ValueError):
-        return False
-    return "past_key_values" in parameters and "use_cache" in parameters
+    return {"past_key_values", "use_cache"} <= _forward_parameters(model)
+
+
+def position_ids(model, attention_mask: torch.Tensor) -> torch.Tensor | None:
+    """(B, S) positions that count real tokens only, for a model whose forward takes them.
+
+    Hugging Face models (Llama, GPT-2, ...) number the tokens 0, 1, 2, ... whatever the mask
+    says, so a left-padded prompt would start at the position of its first pad and read
+    differently from the same prompt alone. None for a model without a `position_ids`
+    argument: it must derive positions from the mask itself, as reference.gpt.GPT does.
+    """
+    if "position_ids" not in _forward_parameters(getattr(model, "module", model)):
+        return None  # getattr: a DistributedDataParallel wrapper hides the module's signature
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def _check_prompt_mask(prompt_mask: torch.Tensor, prompt_ids: torch.Tensor) -> None:
+    if not isinstance(prompt_mask, torch.Tensor) or prompt_mask.shape != prompt_ids.shape:
+        raise ValueError(
+            f"prompt_mask must be a tensor shaped like prompt_ids {tuple(prompt_ids.shape)}, "
+            f"got {getattr(prompt_mask, 'shape', type(prompt_mask).__name__)}"
+        )
+    mask = prompt_mask.long()
+    if not bool(((mask == 0) | (mask == 1)).all()):
+        raise ValueError("prompt_mask must hold only 0 (padding) and 1 (real token)")
+    # Left padding: the padding comes first, so every prompt ends on a real token, the one
+    # its first completion token follows.
+    if bool((mask[:, 1:] < mask[:, :-1]).any()) or not bool(mask[:, -1].all()):
+        raise ValueError(
+            "prompt_mask must describe left padding (zeros first, then ones, every row ending "
+            "in 1): pad prompts on the left, e.g. tokenizer.padding_side = 'left'"
+        )
 
 
 def _device_of(model, fallback: torch.device) -> torch.device:
@@ -98,9 +132,16 @@ def sample_group(
     top_k: int = 0,
     top_p: float = 1.0,
     generator: torch.Generator | None = None,
+    prompt_mask: torch.Tensor | None = None,
 ) -> SampledGroup:
-    """Sample `num_generations` completions of every prompt (all prompts the same length)."""
+    """Sample `num_generations` completions of every prompt.
+
+    Prompts of different lengths come left-padded, with `prompt_mask` (B, P) marking their real
+    tokens with 1; without it every token of `prompt_ids` is real.
+    """
     _check_arguments(prompt_ids, num_generations, max_new_tokens, temperature, top_k, top_p)
+    if prompt_mask is not None:
+        _check_prompt_mask(prompt_mask, prompt_ids)
     eos = eos_id_list(eos_ids)
     pad_id = eos[0]
     device = _device_of(model, prompt_ids.device)
@@ -117,7 +158,13 @@ def sample_group(
     # One buffer for prompt + completion, so no step copies the growing sequence.
     sequences = torch.full((rows, prompt_length + max_new_tokens), pad_id, device=device)
     sequences[:, :prompt_length] = prompts
-    attention_mask = torch.ones_like(sequences)  # prompts share a length: nothing to mask
+    attention_mask = torch.ones_like(sequences)  # generated tokens are always real
+    positions = None
+    if prompt_mask is not None:
+        attention_mask[:, :prompt_length] = prompt_mask.to(device).repeat_interleave(
+            num_generations, dim=0
+        )
+        positions = position_ids(model, attention_mask)  # (rows, P + max_new_tokens) or None
     logprobs = torch.zeros(rows, max_new_tokens, device=device)
     eos_tensor = torch.tensor(eos, device=device)
     finished = torch.zeros(rows, dtype=torch.bool, device=device)
@@ -127,13 +174,17 @@ def sample_group(
         end = prompt_length + step
         # With a cache only the newest token is new; a model that returned none rereads it all.
         inputs = sequences[:, end - 1 : end] if past is not None else sequences[:, :end]
+        extra = {}
+        if positions is not None:  # the positions of the tokens fed, as the mask counts them
+            extra["position_ids"] = positions[:, end - inputs.shape[1] : end]
         if use_cache:
             output = model(
-                inputs, attention_mask=attention_mask[:, :end], past_key_values=past, use_cache=True
-            )
+                inputs, attention_mask=attention_mask[:, :end], past_key_values=past,
+                use_cache=True, **extra,
+            )  # fmt: skip
             past = output.past_key_values
         else:
-            output = model(inputs, attention_mask=attention_mask[:, :end])
+            output = model(inputs, attention_mask=attention_mask[:, :end], **extra)
         logits = output if isinstance(output, torch.Tensor) else output.logits
         # Sample in float32 whatever the model's dtype: bf16 log-probs are too coarse.
         step_logprobs = torch.log_softmax(

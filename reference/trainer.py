@@ -30,7 +30,7 @@ from reference.group_stats import group_stats
 from reference.grpo_config import GRPOConfig, Rollout
 from reference.kl_estimators import kl_k3
 from reference.sample_group import sample_group
-from reference.tasks import Task
+from reference.tasks import Task, exact_match_reward
 
 # A text reward function, as in the curriculum: (completions, answers) -> one float each.
 TextRewardFn = Callable[[list[str], list], list[float]]
@@ -68,19 +68,32 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
     return float((values * mask).sum() / mask.sum().clamp(min=1))
 
 
+def prompt_mask(task: Task, prompt_ids: torch.Tensor) -> torch.Tensor | None:
+    """The hook for tasks whose prompts differ in length: they left-pad them and define
+    `prompt_mask(prompt_ids)` (1 = real token). None for tasks with fixed-length prompts."""
+    return task.prompt_mask(prompt_ids) if hasattr(task, "prompt_mask") else None
+
+
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, task: Task, inputs: list[int], batch_size: int = 500) -> dict:
-    """Greedy decoding (top-k = 1) on `inputs`: exact-match rate and mean task reward."""
+    """Greedy decoding (top-k = 1) on `inputs`: exact-match rate and mean task reward.
+
+    A task may define `exact_match(completions, answers)` (1.0 / 0.0 each) when a right
+    completion is not the answer string itself, as in the GSM8K-style template.
+    """
     device = next(model.parameters()).device
     exact, reward = 0.0, 0.0
     tok = task.tokenizer
+    exact_match = getattr(task, "exact_match", exact_match_reward)
     for start in range(0, len(inputs), batch_size):
         prompt_ids, answers = task.batch(inputs[start : start + batch_size])
+        padding = prompt_mask(task, prompt_ids)
         group = sample_group(
-            model, prompt_ids.to(device), 1, task.max_completion_length, tok.eos_id, top_k=1
-        )
+            model, prompt_ids.to(device), 1, task.max_completion_length, tok.eos_id, top_k=1,
+            prompt_mask=padding,
+        )  # fmt: skip
         completions = tok.decode_batch(group.completion_ids.cpu())
-        exact += sum(c == a for c, a in zip(completions, answers, strict=True))
+        exact += sum(exact_match(completions, answers))
         reward += sum(task.reward(completions, answers))
     return {"exact_match": exact / len(inputs), "reward": reward / len(inputs)}
 
@@ -164,10 +177,11 @@ class Trainer:
         prompt_ids, answers = self.task.sample(config.prompts_per_step, self.prompt_generator)
         per_rank = config.prompts_per_step // self.world_size
         mine = slice(self.rank * per_rank, (self.rank + 1) * per_rank)
+        padding = prompt_mask(self.task, prompt_ids[mine])
         rollout, update = self.step_impl.grpo_step(
             self.model, self.ref_model, self.optimizer, prompt_ids[mine], answers[mine],
             self.reward_fn, self.task.tokenizer.eos_id, config, self.sample_generator,
-            self.scheduler,
+            self.scheduler, **({} if padding is None else {"prompt_mask": padding}),
         )  # fmt: skip
         self.step += 1
         metrics = self.metrics(rollout, update["logps"])
@@ -183,11 +197,13 @@ class Trainer:
         old = rollout.old_logps if rollout.old_logps is not None else logps
         ratios = torch.exp(logps - old)
         kl = kl_k3(logps, rollout.ref_logps) if rollout.ref_logps is not None else 0 * logps
+        padded = rollout.prompt_mask is not None  # padding is no token
+        prompt_tokens = int(rollout.prompt_mask.sum()) if padded else rollout.prompt_ids.numel()
         local = {
             "rewards": rollout.rewards, "mask": mask, "truncated": rollout.truncated,
             "ratios": ratios, "advantages": rollout.advantages, "kl": kl,
             "entropy": -rollout.sampling_logps,  # E[-log p(token)] under sampling: the entropy
-            "prompt_tokens": torch.tensor([rollout.prompt_ids.numel()], device=mask.device),
+            "prompt_tokens": torch.tensor([prompt_tokens], device=mask.device),
         }  # fmt: skip
         full = {name: _gather(value) for name, value in local.items()}
         stats = group_stats(

@@ -1,11 +1,15 @@
-"""`grpo-kit train`: train a small GPT with GRPO on a generated task and show it learning."""
+"""`grpo-kit train`: GRPO that shows it learning, on a small GPT and a generated task, or on a
+local Hugging Face model and GSM8K-style questions (`--task gsm8k --model DIR --data FILE`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-HELP = "train a small GPT with GRPO on a generated task (digit reversal by default)"
+HELP = (
+    "train a small GPT with GRPO on a generated task (digit reversal by default), or a local "
+    "Hugging Face model on GSM8K-style questions (--task gsm8k --model DIR --data FILE.jsonl)"
+)
 
 # GRPOConfig options exposed as flags, with TRL's names; unset flags keep GRPOConfig's defaults.
 FLAGS = {
@@ -18,7 +22,11 @@ FLAGS = {
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", default="reverse", choices=("reverse", "addition"))
+    parser.add_argument("--task", default="reverse", choices=("reverse", "addition", "gsm8k"))
+    parser.add_argument("--model", help="gsm8k: a local model folder written by save_pretrained")
+    parser.add_argument("--data", help='gsm8k: a JSONL file of {"question", "answer"} lines')
+    parser.add_argument("--reward-weights", type=float, nargs="+", default=None, metavar="W",
+                        help="one weight per reward function (gsm8k: format, correctness)")  # fmt: skip
     parser.add_argument("--output-dir", default="runs/grpo", help="metrics, plots, checkpoint")
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoint there")
     parser.add_argument("--device", default=None, help="cpu, cuda, mps (default: the best there is)")
@@ -33,13 +41,15 @@ def run(args: argparse.Namespace) -> int:
 
     from reference.grpo_config import GRPOConfig
     from reference.plots import plot_run
-    from reference.tasks import get_task
     from reference.trainer import Trainer
 
     options = {name: getattr(args, name) for name in FLAGS if getattr(args, name) is not None}
+    if args.reward_weights is not None:
+        options["reward_weights"] = args.reward_weights
     try:
-        config = GRPOConfig(seed=args.seed, output_dir=args.output_dir, **options)
-        trainer = Trainer(config, get_task(args.task), device=args.device)
+        task, policy, reward_funcs, defaults = build_task(args, options)
+        config = GRPOConfig(seed=args.seed, output_dir=args.output_dir, **{**defaults, **options})
+        trainer = Trainer(config, task, policy=policy, reward_funcs=reward_funcs, device=args.device)
         if trainer.rank == 0:
             print(f"task {args.task}: {trainer.policy.num_parameters():,} parameters on "
                   f"{trainer.device}, {config.max_steps} steps of {config.prompts_per_step} "
@@ -47,13 +57,36 @@ def run(args: argparse.Namespace) -> int:
         trainer.train(resume=args.resume)
         if trainer.rank == 0:
             report(trainer, plot_run(trainer.metrics_path, trainer.output_dir / "training.png"))
-    except (ValueError, FileNotFoundError) as exc:
+            if args.task == "gsm8k":  # also in the format the model came in
+                trainer.policy.save_pretrained(trainer.output_dir / "model")
+                task.tokenizer.tokenizer.save_pretrained(trainer.output_dir / "model")
+                print(f"model:      {trainer.output_dir / 'model'} (save_pretrained format)")
+    except (ValueError, FileNotFoundError, ModuleNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
     return 0
+
+
+def build_task(args: argparse.Namespace, options: dict) -> tuple:
+    """(task, policy, reward functions, config defaults); None policy: the kit's small GPT."""
+    if args.task != "gsm8k":
+        if args.model or args.data:
+            raise ValueError("--model and --data go with --task gsm8k")
+        from reference.tasks import get_task
+
+        return get_task(args.task), None, None, {}
+    if not (args.model and args.data):
+        raise ValueError("--task gsm8k needs --model DIR (a model saved with save_pretrained) "
+                         'and --data FILE.jsonl (one {"question", "answer"} object a line)')  # fmt: skip
+    from reference.gsm8k import CONFIG_DEFAULTS, REWARD_FUNCS, load_gsm8k
+
+    settings = {**CONFIG_DEFAULTS, **options}
+    task, policy = load_gsm8k(args.model, args.data, settings["max_completion_length"],
+                              settings["eval_size"])  # fmt: skip
+    return task, policy, list(REWARD_FUNCS), CONFIG_DEFAULTS
 
 
 def report(trainer, plot) -> None:

@@ -1,0 +1,267 @@
+"""Benchmark: the kit's GRPO trainer against TRL's GRPOTrainer, same model, same task, one run.
+
+    .venv/bin/python bench/bench_trainer.py                  # CPU, a few minutes on 2 cores
+    .venv/bin/python bench/bench_trainer.py --device cuda    # on a GPU, bf16 autocast for both
+
+Both train the same randomly initialised Llama-style model (built from a config, nothing is
+downloaded) on the kit's default task, reversing 4 digits with a dense reward, with the same
+settings: prompts per step, group size, completion length, learning rate, beta, epsilon,
+num_iterations, loss type, gradient clipping, constant schedule. TRL generates with
+transformers' `generate` (no vLLM). A "step" is one GRPO step: a batch of groups generated,
+scored and used for num_iterations optimizer updates (TRL counts each update as a step).
+
+Printed for each trainer: steps per second (wall clock over the whole run, and from the median
+step, which a busy machine disturbs less), the mean reward of the last steps, the greedy exact
+match on held-out inputs (the same evaluation for both), generated tokens per second; then the
+throughput ratio. TRL is needed for this script only:
+
+    .venv/bin/pip install -c constraints.txt trl==1.16.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from reference.grpo_config import GRPOConfig
+from reference.tasks import ReverseDigits, Task
+from reference.trainer import Trainer, evaluate
+
+TRL_VERSION = "1.16.0"
+CONSTRAINTS = Path(__file__).resolve().parents[1] / "constraints.txt"
+INSTALL = f"{sys.executable} -m pip install -c {CONSTRAINTS} trl=={TRL_VERSION}"
+
+
+@dataclass
+class Settings:
+    steps: int
+    prompts_per_step: int
+    num_generations: int
+    learning_rate: float
+    beta: float
+    num_iterations: int
+    device: str
+    seed: int
+    threads: int
+    trl_gradient_checkpointing: bool
+    last: int  # the reward is averaged over this many last steps
+    eval_size: int
+
+
+@dataclass
+class Result:
+    name: str
+    seconds: float  # the whole training loop, wall clock
+    step_seconds: list[float]  # one per GRPO step
+    rewards: list[float]  # mean reward of each step's completions
+    generated_tokens: int  # completion tokens sampled over the run
+    evaluation: dict = field(default_factory=dict)
+
+    def steps_per_second(self) -> float:
+        return len(self.step_seconds) / self.seconds
+
+    def median_steps_per_second(self) -> float:
+        return 1.0 / statistics.median(self.step_seconds)
+
+
+def tiny_llama(task: Task, folder: Path, seed: int):
+    """A ~130K-parameter Llama saved to `folder` (TRL builds its reference model from a path)."""
+    import transformers
+
+    torch.manual_seed(seed)
+    tok = task.tokenizer
+    config = transformers.LlamaConfig(
+        vocab_size=tok.vocab_size, hidden_size=64, intermediate_size=256, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, tie_word_embeddings=True,
+        max_position_embeddings=task.prompt_length + task.max_completion_length,
+        pad_token_id=tok.pad_id, eos_token_id=tok.eos_id, bos_token_id=None,
+    )  # fmt: skip
+    transformers.LlamaForCausalLM(config).save_pretrained(folder)
+    char_tokenizer(task).save_pretrained(folder)
+    return transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+
+
+def char_tokenizer(task: Task):
+    """The task's character tokenizer as a transformers tokenizer: same ids, same decoding."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = task.tokenizer
+    backend = Tokenizer(models.WordLevel({t: i for i, t in enumerate(tok.tokens)}, unk_token=None))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")  # a character
+    backend.decoder = decoders.Fuse()  # join characters without spaces
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token=tok.tokens[tok.pad_id], eos_token=tok.tokens[tok.eos_id]
+    )
+
+
+def run_kit(model, task: Task, s: Settings, workdir: Path) -> Result:
+    from tqdm.auto import tqdm
+
+    config = GRPOConfig(
+        max_steps=s.steps, prompts_per_step=s.prompts_per_step, num_generations=s.num_generations,
+        max_completion_length=task.max_completion_length, learning_rate=s.learning_rate,
+        beta=s.beta, num_iterations=s.num_iterations, epsilon=0.2, loss_type="dapo",
+        scale_rewards="group", max_grad_norm=1.0, lr_scheduler_type="constant", seed=s.seed,
+        output_dir=str(workdir / "kit"), save_steps=0,
+    )  # fmt: skip
+    trainer = Trainer(config, task, policy=model, device=s.device, show_progress=False)
+    rows = s.prompts_per_step * s.num_generations
+    rewards, step_seconds, tokens = [], [], 0
+    start = time.perf_counter()
+    for _ in tqdm(range(s.steps), desc="kit", unit="step", leave=False):
+        metrics = trainer.train_step()
+        _synchronize(s.device)
+        step_seconds.append(metrics["step_time"])
+        rewards.append(metrics["reward"])
+        tokens += round(metrics["completions/mean_length"] * rows)
+    seconds = time.perf_counter() - start
+    return Result("kit", seconds, step_seconds, rewards, tokens)
+
+
+def run_trl(model, task: Task, s: Settings, workdir: Path) -> Result:
+    import trl
+    from datasets import Dataset
+    from tqdm.auto import tqdm
+    from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    train = task.inputs("train")
+    pairs = [task.render(n) for n in train]
+    dataset = Dataset.from_dict({"prompt": [p for p, _ in pairs], "answer": [a for _, a in pairs]})
+
+    def reward(completions: list[str], answer: list[str], **_) -> list[float]:
+        return task.reward(completions, answer)
+
+    class StepClock(TrainerCallback):
+        """Wall-clock time of each optimizer update (TRL's own step_time leaves parts out)."""
+
+        def __init__(self):
+            self.stamps = []
+            self.bar = tqdm(
+                total=s.steps * s.num_iterations, desc="TRL", unit="update", leave=False
+            )
+
+        def on_step_end(self, args, state, control, **kwargs):
+            _synchronize(s.device)
+            self.stamps.append(time.perf_counter())
+            self.bar.update(1)
+
+    cuda = s.device.startswith("cuda")
+    args = trl.GRPOConfig(
+        output_dir=str(workdir / "trl"), max_steps=s.steps * s.num_iterations,
+        per_device_train_batch_size=s.prompts_per_step * s.num_generations,
+        gradient_accumulation_steps=1, num_generations=s.num_generations,
+        max_completion_length=task.max_completion_length, learning_rate=s.learning_rate,
+        beta=s.beta, num_iterations=s.num_iterations, epsilon=0.2, loss_type="dapo",
+        scale_rewards="group", max_grad_norm=1.0, lr_scheduler_type="constant", warmup_steps=0,
+        weight_decay=0.0, temperature=1.0, top_k=0, top_p=1.0, seed=s.seed, logging_steps=1,
+        report_to="none", save_strategy="no", disable_tqdm=True, use_cpu=not cuda, bf16=cuda,
+        use_vllm=False, dataloader_num_workers=0,
+        # TRL's default recomputes activations in the backward pass, trading time for memory;
+        # off by default here, so that both trainers do the same computation.
+        gradient_checkpointing=s.trl_gradient_checkpointing,
+    )  # fmt: skip
+    clock = StepClock()
+    trainer = trl.GRPOTrainer(
+        model=model, reward_funcs=reward, args=args, train_dataset=dataset,
+        processing_class=char_tokenizer(task), callbacks=[clock],
+    )  # fmt: skip
+    for noisy in (PrinterCallback, ProgressCallback):  # it prints every step's logs
+        trainer.remove_callback(noisy)
+    start = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - start
+    clock.bar.close()
+    # One GRPO step = num_iterations updates on one generated batch: it ends with its last one.
+    ends = clock.stamps[s.num_iterations - 1 :: s.num_iterations]
+    step_seconds = [b - a for a, b in zip([start, *ends[:-1]], ends, strict=True)]
+    logged = [row for row in trainer.state.log_history if row.get("reward") is not None]
+    rows = s.prompts_per_step * s.num_generations
+    tokens = sum(round(row["completions/mean_length"] * rows) for row in logged)
+    return Result("TRL", seconds, step_seconds, [row["reward"] for row in logged], tokens)
+
+
+def _synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def report(results: list[Result], s: Settings) -> None:
+    print(f"\n{s.steps} GRPO steps of {s.prompts_per_step} prompts x G={s.num_generations}, "
+          f"num_iterations={s.num_iterations}, lr={s.learning_rate}, beta={s.beta}, on {s.device}, "
+          f"{s.threads} thread(s); TRL gradient checkpointing "
+          f"{'on' if s.trl_gradient_checkpointing else 'off'}")  # fmt: skip
+    header = (f"  {'trainer':<8}{'steps/s':>9}{'median':>9}{'tokens/s':>10}"
+              f"{f'reward (last {s.last})':>20}{'held-out exact':>16}{'time':>8}")  # fmt: skip
+    print(header)
+    for r in results:
+        last = statistics.fmean(r.rewards[-s.last :])
+        print(f"  {r.name:<8}{r.steps_per_second():>9.3f}{r.median_steps_per_second():>9.3f}"
+              f"{r.generated_tokens / r.seconds:>10.0f}{last:>20.3f}"
+              f"{r.evaluation['exact_match']:>16.3f}{r.seconds:>7.0f}s")  # fmt: skip
+    kit, trl = results
+    print(f"\nthroughput, kit / TRL: {kit.steps_per_second() / trl.steps_per_second():.2f}x "
+          f"(wall clock), {kit.median_steps_per_second() / trl.median_steps_per_second():.2f}x "
+          "(median step); target >= 2x at equal or better reward")  # fmt: skip
+
+
+def parse_args(argv: list[str] | None) -> Settings:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--prompts-per-step", type=int, default=32)
+    parser.add_argument("--num-generations", type=int, default=8)
+    parser.add_argument("--learning-rate", type=float, default=3e-3)
+    parser.add_argument("--beta", type=float, default=0.04)
+    parser.add_argument("--num-iterations", type=int, default=4)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--last", type=int, default=5, help="steps the final reward averages")
+    parser.add_argument("--eval-size", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (1: tiny matrices gain nothing from more, and a "
+                             "busy machine slows several threads down far more than one)")  # fmt: skip
+    parser.add_argument("--trl-gradient-checkpointing", action="store_true",
+                        help="TRL's own default: recompute activations in the backward pass")  # fmt: skip
+    return Settings(**vars(parser.parse_args(argv)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings = parse_args(argv)
+    try:
+        import transformers
+        import trl  # noqa: F401
+    except ModuleNotFoundError as exc:
+        print(f"{exc.name} is missing; this benchmark needs TRL (and transformers):\n"
+              f"  {INSTALL}", file=sys.stderr)  # fmt: skip
+        return 2
+    if settings.device.startswith("cuda") and not torch.cuda.is_available():
+        print("--device cuda: no CUDA device is visible", file=sys.stderr)
+        return 2
+    torch.set_num_threads(settings.threads)
+    transformers.utils.logging.disable_progress_bar()  # no bars for loading a tiny model
+    task = ReverseDigits()
+    held_out = task.inputs("eval")[: settings.eval_size]
+    with tempfile.TemporaryDirectory() as folder:
+        workdir = Path(folder)
+        start = tiny_llama(task, workdir / "model", settings.seed)
+        results = []
+        for run in (run_kit, run_trl):
+            model = copy.deepcopy(start)
+            result = run(model, task, settings, workdir)
+            result.evaluation = evaluate(model.to(settings.device).eval(), task, held_out)
+            results.append(result)
+    report(results, settings)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
