@@ -1,0 +1,129 @@
+"""Benchmark: batch grading against the naive one-pytest-per-student-and-problem baseline.
+
+Generates a class (correct, wrong and crashing submissions of the three core problems), grades
+it with `grpo-kit grade` (sandbox on), then grades a sample of the same students the naive
+way: one fresh ``pytest --json-report`` process per student and problem, as many at a time as
+the grader has workers. Prints students per second for both and their ratio.
+
+    python bench/bench_grade.py                  # 200 students
+    python bench/bench_grade.py --students 40    # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from grader.mistakes import load_catalogue
+from grader.problems import KIT_ROOT, get_problem
+from grader.sandbox.launch import sandbox_mode
+from grader.submissions import standalone_source
+
+CORE = ("grpo_objective", "group_advantages", "masked_token_loss")
+CRASHES = (
+    "import not_a_real_module\n",
+    "def {name}(*args, **kwargs):\n    return 1 / 0\n",
+    "def {name}(*args, **kwargs)\n    pass\n",
+)
+
+
+def generate_class(root: Path, students: int, seed: int = 0) -> dict[str, int]:
+    """Write the class; returns how many submissions of each kind it holds."""
+    rng = random.Random(seed)
+    kinds = {"correct": 0, "wrong": 0, "crashing": 0}
+    for slug in CORE:
+        problem = get_problem(slug)
+        reference = standalone_source(problem.reference.read_text(encoding="utf-8"))
+        mistakes = [standalone_source(m.source) for m in load_catalogue(problem.dir)]
+        for i in range(students):
+            kind = rng.choices(list(kinds), weights=(5, 3, 2))[0]
+            if kind == "wrong" and not mistakes:
+                kind = "correct"
+            if kind == "correct":
+                source = reference
+            elif kind == "wrong":
+                source = rng.choice(mistakes)
+            else:
+                source = rng.choice(CRASHES).format(name=problem.implement[0])
+            folder = root / f"student{i:04d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{slug}.py").write_text(source, encoding="utf-8")
+            kinds[kind] += 1
+    return kinds
+
+
+def time_grader(submissions: Path, out: Path, workers: int) -> float:
+    command = [sys.executable, "-m", "grader.cli", "grade", str(submissions), "--out", str(out),
+               "--problems", *CORE, "--workers", str(workers)]  # fmt: skip
+    started = time.perf_counter()
+    run = subprocess.run(command, cwd=KIT_ROOT, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if run.returncode != 0:
+        sys.exit(f"grading failed:\n{run.stdout}\n{run.stderr[-3000:]}")
+    print(run.stdout.strip())
+    return elapsed
+
+
+def _naive_one(submission: Path, slug: str, report: Path, extra: list[str]) -> None:
+    command = [sys.executable, "-m", "pytest", str(get_problem(slug).dir), "-q", "-p",
+               "no:cacheprovider", f"--impl={submission}", "--json-report",
+               f"--json-report-file={report}", *extra]  # fmt: skip
+    subprocess.run(command, cwd=KIT_ROOT, capture_output=True)
+
+
+def time_naive(submissions: Path, reports: Path, students: list[str], workers: int,
+               extra: list[str]) -> float:  # fmt: skip
+    jobs = [(submissions / s / f"{slug}.py", slug, reports / f"{s}-{slug}.json", extra)
+            for s in students for slug in CORE]  # fmt: skip
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(lambda job: _naive_one(*job), jobs))
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--students", type=int, default=200)
+    parser.add_argument(
+        "--baseline-students",
+        type=int,
+        default=40,
+        help="students graded the naive way (its rate does not depend on N)",
+    )
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--baseline-pytest-args",
+        default="",
+        metavar="ARGS",
+        help="extra pytest arguments for the baseline, e.g. '-p no:hypothesispytest' "
+        "to give it the plugin set the grader uses",
+    )
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-grade-") as work:
+        work = Path(work)
+        kinds = generate_class(work / "class", args.students)
+        print(f"class: {args.students} students x {len(CORE)} problems {kinds}; "
+              f"sandbox: {sandbox_mode()}; workers: {args.workers}")  # fmt: skip
+        grader_s = time_grader(work / "class", work / "out", args.workers)
+        sample = sorted(p.name for p in (work / "class").iterdir())[: args.baseline_students]
+        (work / "naive").mkdir()
+        extra = args.baseline_pytest_args.split()
+        naive_s = time_naive(work / "class", work / "naive", sample, args.workers, extra)
+    grader_rate = args.students / grader_s
+    naive_rate = len(sample) / naive_s
+    print(f"grader: {args.students} students in {grader_s:.1f} s = {grader_rate:.2f} students/s")
+    print(f"naive : {len(sample)} students in {naive_s:.1f} s = {naive_rate:.2f} students/s "
+          f"(one pytest --json-report {args.baseline_pytest_args} process per student and problem)"
+          .replace("  ", " "))  # fmt: skip
+    print(f"ratio : {grader_rate / naive_rate:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""Grade many students at once: slices, chunks, trusted pytest runs, resume.
+
+Students are split into chunks. Each chunk is graded by ONE trusted pytest process running the
+problems' unchanged hidden tests with one ``--impl sandbox:<folder>`` per student, so pytest
+starts once per chunk instead of once per student and problem. Every student's code runs in
+its own sandboxed child (see ``grader/sandbox``); the test ids carry the student's folder, which
+is how the combined report is split back into one result per student.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.problems import KIT_ROOT, Problem
+from grader.reports import StudentResult, TestResult, failure_message
+from grader.sandbox.launch import STARTUP_GRACE_S, Limits
+from grader.sandbox.proxy import LIMITS_ENV, problem_limits
+from grader.submissions import Submission, stage
+
+MAX_CHUNK = 25
+# Problems whose tests hand the student's function objects that cannot cross the sandbox yet
+# (models made in the test). Grading them would fail every student, so they are refused.
+NOT_SANDBOXABLE = {
+    "sample_group": "its tests hand the function a model object, which cannot cross the sandbox",
+    "grpo_trainer": "its tests hand the trainer a model and a task, which cannot cross the sandbox",
+}
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    problems: list[Problem]
+    workers: int = max(1, os.cpu_count() or 1)
+    chunk_size: int | None = None  # students per pytest run; None picks one from the class size
+    limits: dict = field(default_factory=dict)  # Limits fields that override each problem's own
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """'K/N' -> (K, N), 1 <= K <= N."""
+    try:
+        k, n = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard must look like K/N (e.g. 2/4), not {text!r}") from None
+    if not 1 <= k <= n:
+        raise ValueError(f"--shard {text}: K must be between 1 and N")
+    return k, n
+
+
+def shard(items: list[Submission], k: int, n: int) -> list[Submission]:
+    """The K-th of N slices, by position in the sorted class list (stable across machines)."""
+    ordered = sorted(items, key=lambda s: s.student)
+    return ordered[k - 1 :: n]
+
+
+def chunks(items: list, options: BatchOptions) -> list[list]:
+    size = options.chunk_size or max(1, min(MAX_CHUNK, -(-len(items) // (4 * options.workers))))
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _limits_for(problem: Problem, options: BatchOptions) -> Limits:
+    return problem_limits(problem.dir, options.limits)
+
+
+def _run_timeout(count: int, options: BatchOptions) -> float:
+    per_student = sum(
+        _limits_for(p, options).total_s + STARTUP_GRACE_S / 4 for p in options.problems
+    )
+    return 120.0 + count * per_student
+
+
+def _pytest_command(folders: list[Path], options: BatchOptions, report: Path) -> list[str]:
+    command = [sys.executable, "-m", "pytest", *(str(p.dir) for p in options.problems)]
+    command += ["--rootdir", str(KIT_ROOT), "-p", "no:cacheprovider", "-p", "grader.batch_plugin"]
+    # The hidden tests do not need hypothesis's pytest plugin, whose import costs ~1 s a run.
+    command += ["-p", "no:hypothesispytest"]
+    command += ["-q", "--no-header"]
+    command += ["--json-report", f"--json-report-file={report}", "--json-report-omit", "log"]
+    return command + [f"--impl=sandbox:{folder}" for folder in folders]
+
+
+def _owner(nodeid: str, specs: list[str]) -> tuple[str | None, str]:
+    """Which spec a test id belongs to, and the id without it."""
+    for spec in specs:
+        for opening, closing in ((f"[{spec}]", ""), (f"[{spec}-", "[")):
+            if opening in nodeid:
+                return spec, nodeid.replace(opening, closing)
+    return None, nodeid
+
+
+def split_report(report: dict, specs: list[str]) -> dict[str, dict[str, list[dict]]]:
+    """spec -> slug -> the report's test entries for that student and problem.
+
+    With one student pytest adds no parameter, and a test that takes no ``impl`` has none
+    either: such tests belong to every student of the run.
+    """
+    split: dict[str, dict[str, list[dict]]] = {spec: {} for spec in specs}
+    for test in report.get("tests", []):
+        spec, nodeid = _owner(test["nodeid"], specs)
+        slug = Path(nodeid.split("::", 1)[0]).parent.name
+        entry = dict(test, nodeid=nodeid)
+        for owner in [spec] if spec else specs:
+            split[owner].setdefault(slug, []).append(entry)
+    return split
+
+
+def _student_report(report: dict, tests: list[dict], sandbox: str) -> dict:
+    summary: dict[str, int] = {}
+    for test in tests:
+        summary[test["outcome"]] = summary.get(test["outcome"], 0) + 1
+    summary |= {"total": len(tests), "collected": len(tests)}
+    keep = ("created", "duration", "exitcode", "root", "environment")
+    return {**{k: report[k] for k in keep if k in report}, "sandbox": sandbox,
+            "summary": summary, "tests": tests}  # fmt: skip
+
+
+def results_from_report(
+    report: dict, students: list[Submission], specs: list[str], options: BatchOptions, sandbox: str
+) -> list[StudentResult]:
+    split = split_report(report, specs)
+    results = []
+    for submission, spec in zip(students, specs, strict=True):
+        result = StudentResult(submission.student)
+        for problem in options.problems:
+            tests = split[spec].get(problem.slug, [])
+            if not tests:
+                raise RuntimeError(f"no test of {problem.slug} ran for {submission.student}")
+            for test in tests:
+                name = test["nodeid"].split("::", 1)[1]
+                points = problem.points_for(name)
+                passed = test["outcome"] == "passed"
+                result.tests.append(TestResult(
+                    problem.slug, name, "passed" if passed else "failed",
+                    points if passed else 0, points, "" if passed else failure_message(test),
+                ))  # fmt: skip
+            result.reports[problem.slug] = _student_report(report, tests, sandbox)
+        if submission.ignored:
+            result.notes.append(f"ignored files: {', '.join(submission.ignored[:20])}")
+        results.append(result)
+    return results
+
+
+def grade_chunk(students: list[Submission], options: BatchOptions, sandbox: str) -> list:
+    """Grade `students` in one trusted pytest run; if that run fails, grade them one by one.
+
+    Returns StudentResults, and for a student who cannot be graded at all, the error text.
+    """
+    with tempfile.TemporaryDirectory(prefix="grpo-kit-grade-") as work:
+        work = Path(work)
+        folders = [stage(s, work / f"s{i}") for i, s in enumerate(students)]
+        specs = [f"sandbox:{folder}" for folder in folders]
+        report_path = work / "report.json"
+        env = dict(os.environ, **{LIMITS_ENV: json.dumps(options.limits)})
+        command = _pytest_command(folders, options, report_path)
+        try:
+            run = subprocess.run(command, cwd=KIT_ROOT, env=env, capture_output=True,
+                                 timeout=_run_timeout(len(students), options))  # fmt: skip
+            report = json.loads(report_path.read_text(encoding="utf-8"))
+            if run.returncode not in (0, 1):  # 1 = some tests failed; anything else is trouble
+                raise RuntimeError(run.stdout.decode(errors="replace")[-2000:])
+            return results_from_report(report, students, specs, options, sandbox)
+        except (subprocess.TimeoutExpired, OSError, ValueError, RuntimeError, KeyError) as exc:
+            if len(students) > 1:
+                return [r for s in students for r in grade_chunk([s], options, sandbox)]
+            return [f"{students[0].student}: grading failed ({type(exc).__name__}: {exc})"]
+
+
+def grade_all(
+    students: list[Submission], options: BatchOptions, sandbox: str,
+    on_done: Callable[[list], None],
+) -> None:  # fmt: skip
+    """Grade every student, `options.workers` pytest runs at a time; `on_done` per chunk."""
+    with ThreadPoolExecutor(max_workers=options.workers) as pool:
+        futures = [pool.submit(grade_chunk, c, options, sandbox) for c in chunks(students, options)]
+        for future in as_completed(futures):
+            on_done(future.result())

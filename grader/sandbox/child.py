@@ -1,0 +1,216 @@
+"""The sandboxed side: import one submission, then answer calls with plain data.
+
+Started by ``launch.py`` as ``python -I -m grader.sandbox.child CONFIG_JSON`` inside bubblewrap.
+Everything this process says is untrusted: the student's code runs here and may rewrite any
+of it. That is fine, because the trusted side only accepts validated plain data from it and
+judges that data itself. The limits below protect the machine, not the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import types
+
+from grader.sandbox.autograd import tensors_requiring_grad
+from grader.sandbox.protocol import (
+    UnsupportedValue,
+    array_leaves,
+    decode,
+    describe_exception,
+    encode,
+    read_frame,
+    write_frame,
+)
+
+MAX_KEPT_GRAPHS = 1024  # gradcheck makes ~2 calls per input element before its backward
+
+
+def _vm_size_bytes() -> int:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 1 << 30
+
+
+def _count_processes(uid: int) -> int:
+    count = 0
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == uid:
+                count += 1
+        except OSError:
+            continue
+    return count
+
+
+def _drop_privileges(uid: int | None) -> None:
+    # Root ignores RLIMIT_NPROC, so a fork bomb is only contained once we are someone else.
+    if uid is not None and os.getuid() == 0:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+
+
+def _set_limits(limits: dict) -> None:
+    cpu = int(limits["cpu_s"]) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    # Address space counts what the interpreter and libraries already mapped (torch maps a lot),
+    # so the student's allowance is added on top of the current size.
+    address_space = _vm_size_bytes() + int(limits["memory_mb"]) * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    file_size = int(limits["fsize_mb"]) * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    processes = int(limits["nproc"])
+    if os.getuid() != 0:
+        processes += _count_processes(os.getuid())  # the limit counts all of this user's processes
+    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+
+
+def _load_submission(path: str, module_name: str) -> types.ModuleType:
+    with open(path, "rb") as file:
+        data = file.read()
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{os.path.basename(path)} is not UTF-8 text") from None
+    module = types.ModuleType(module_name)
+    module.__file__ = path
+    sys.modules[module_name] = module  # dataclasses and typing look their module up here
+    exec(compile(source, os.path.basename(path), "exec"), module.__dict__)
+    return module
+
+
+def _describe_names(module: types.ModuleType, names: list[str]) -> dict[str, str]:
+    found = {}
+    for name in names:
+        value = getattr(module, name, None)
+        found[name] = "missing" if value is None else "ok" if callable(value) else "not callable"
+    return found
+
+
+def _fingerprint(leaf) -> tuple:
+    if hasattr(leaf, "detach"):  # a torch tensor, perhaps of a dtype numpy lacks
+        raw = leaf.detach().cpu().contiguous().flatten().view(sys.modules["torch"].uint8)
+        return tuple(leaf.shape), str(leaf.dtype), raw.numpy().tobytes()
+    return leaf.shape, leaf.dtype.str, leaf.tobytes()
+
+
+class Server:
+    """Answers the trusted side's requests, one at a time, on the protocol pipes.
+
+    One child serves all the problems of one student: each problem's file is imported when
+    the trusted side first asks for it (``load``), then called by module and name.
+    """
+
+    def __init__(self, proto_in: int, proto_out: int):
+        self.proto_in, self.proto_out = proto_in, proto_out
+        self.modules: dict[str, types.ModuleType] = {}
+        self.graphs: dict[int, tuple[list, list]] = {}
+
+    def serve(self) -> None:
+        handlers = {
+            "load": self.load,
+            "call": self.call,
+            "backward": self.backward,
+            "ping": lambda request: {},
+        }
+        while True:
+            try:
+                request = read_frame(self.proto_in)
+            except EOFError:
+                return
+            handler = handlers.get(request.get("op"))
+            try:
+                reply = handler(request) if handler else {"error": {"type": "ProtocolError"}}
+            except BaseException as exc:  # noqa: BLE001 - the student's code may raise anything
+                reply = {"error": describe_exception(exc)}
+                if isinstance(exc, SyntaxError):
+                    reply["error"]["line"] = exc.lineno
+            reply["id"] = request.get("id")
+            try:
+                write_frame(self.proto_out, reply)
+            except UnsupportedValue as exc:
+                write_frame(
+                    self.proto_out, {"id": request.get("id"), "error": describe_exception(exc)}
+                )
+
+    def load(self, request: dict) -> dict:
+        module = _load_submission(request["path"], request["module"])
+        self.modules[request["module"]] = module
+        return {"names": _describe_names(module, request["names"])}
+
+    def call(self, request: dict) -> dict:
+        args = decode(request["args"])
+        kwargs = decode(request["kwargs"])
+        function = getattr(self.modules[request["module"]], request["name"])
+        leaves = array_leaves([args, kwargs])
+        before = [_fingerprint(leaf) for leaf in leaves]
+        result = function(*args, **kwargs)
+        # In-place changes to array arguments go back too, so tests that forbid them still see them.
+        mutated = [
+            [i, encode(leaf)] for i, leaf in enumerate(leaves) if _fingerprint(leaf) != before[i]
+        ]
+        if not request.get("keep_graph"):
+            return {"value": encode(result), "mutated": mutated}
+        return self._keep_graph(request["id"], args, kwargs, result) | {"mutated": mutated}
+
+    def _keep_graph(self, call_id: int, args, kwargs, result) -> dict:
+        torch = sys.modules["torch"]
+        outputs = list(result) if isinstance(result, tuple | list) else [result]
+        if not all(isinstance(out, torch.Tensor) for out in outputs):
+            return {"value": encode(result), "differentiable": [False] * len(outputs)}
+        inputs = tensors_requiring_grad([args, kwargs])
+        differentiable = [bool(out.requires_grad) for out in outputs]
+        self.graphs[call_id] = (inputs, outputs)
+        while len(self.graphs) > MAX_KEPT_GRAPHS:
+            self.graphs.pop(next(iter(self.graphs)))
+        return {"value": encode(result), "differentiable": differentiable}
+
+    def backward(self, request: dict) -> dict:
+        torch = sys.modules["torch"]
+        if request["call"] not in self.graphs:
+            raise LookupError(f"the graph of call {request['call']} is no longer kept")
+        # Kept, not popped: gradcheck and double-checking tests run backward more than once.
+        inputs, outputs = self.graphs[request["call"]]
+        grads = decode(request["grads"])
+        pairs = [(o, g) for o, g in zip(outputs, grads, strict=True) if g is not None]
+        pairs = [(o, g) for o, g in pairs if o.requires_grad]
+        if not pairs or not inputs:
+            return {"value": [None] * len(inputs)}
+        got = torch.autograd.grad(
+            [o for o, _ in pairs],
+            inputs,
+            [g for _, g in pairs],
+            allow_unused=True,
+            retain_graph=True,
+        )
+        return {"value": encode(list(got))}
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    # Keep the protocol on private descriptors; the student's prints go to stderr, which the
+    # trusted side drains into a capped buffer.
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    os.dup2(2, 1)
+    if config["torch"]:
+        import torch
+
+        torch.set_num_threads(1)
+    _drop_privileges(config["uid"])
+    _set_limits(config["limits"])
+    write_frame(proto_out, {"ready": True})
+    Server(proto_in, proto_out).serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,333 @@
+"""Plain data across the sandbox boundary: length-prefixed JSON frames and a strict value codec.
+
+Both sides import this module. The trusted side decodes whatever the child sends with
+`decode`, which rebuilds only plain values (None, bool, int, float, str, list, tuple, dict,
+numpy arrays and scalars of an allowed dtype, torch tensors) within size caps. Anything else
+is refused: a student's object can never reach a test, so a lying ``__eq__`` has nothing to
+lie with. Arrays travel as base64 of their raw little-endian bytes with dtype and shape.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import json
+import math
+import os
+import struct
+
+import numpy as np
+
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+MAX_DEPTH = 32
+MAX_ELEMENTS = 4_000_000  # array elements and container items in one value, all together
+MAX_STRING = 1_000_000
+MAX_MESSAGE = 4_000  # characters of an exception message kept for the report
+DTYPES = frozenset(
+    [
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+    ]
+)
+TORCH_ONLY_DTYPES = {"bfloat16": "float32"}  # torch dtype -> numpy dtype it travels as
+_HEADER = struct.Struct(">I")
+
+
+class ProtocolError(Exception):
+    """The other side sent something that is not a well-formed, allowed frame or value."""
+
+
+class UnsupportedValue(TypeError):
+    """A value that cannot cross the boundary (a student's own object, a generator, ...)."""
+
+
+# ---------------------------------------------------------------- frames
+
+
+def pack_frame(message: dict) -> bytes:
+    body = json.dumps(message, separators=(",", ":"), allow_nan=True).encode("utf-8")
+    if len(body) > MAX_FRAME_BYTES:
+        raise UnsupportedValue(f"a value of {len(body)} bytes is larger than the limit")
+    return _HEADER.pack(len(body)) + body
+
+
+def frame_length(header: bytes) -> int:
+    (length,) = _HEADER.unpack(header)
+    if length > MAX_FRAME_BYTES:
+        raise ProtocolError(f"frame of {length} bytes exceeds the {MAX_FRAME_BYTES} byte limit")
+    return length
+
+
+def parse_frame(body: bytes) -> dict:
+    try:
+        message = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ProtocolError(f"malformed frame: {exc}") from None
+    if not isinstance(message, dict):
+        raise ProtocolError("a frame must hold a JSON object")
+    return message
+
+
+def header_size() -> int:
+    return _HEADER.size
+
+
+def write_frame(fd: int, message: dict) -> None:
+    data = memoryview(pack_frame(message))
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def read_exactly(fd: int, count: int) -> bytes:
+    chunks, left = [], count
+    while left:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            raise EOFError("the other side closed the pipe")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int) -> dict:
+    """Blocking read of one frame (the child's side; the trusted side reads with a deadline)."""
+    return parse_frame(read_exactly(fd, frame_length(read_exactly(fd, header_size()))))
+
+
+# ---------------------------------------------------------------- values
+
+
+def _array_payload(array: np.ndarray) -> dict:
+    if array.dtype.name not in DTYPES:
+        raise UnsupportedValue(f"arrays of dtype {array.dtype} cannot be graded")
+    little = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
+    return {
+        "dtype": array.dtype.name,
+        "shape": list(array.shape),
+        "data": base64.b64encode(little.tobytes()).decode("ascii"),
+    }
+
+
+def encode(value, depth: int = 0):
+    """A JSON-able form of `value`; UnsupportedValue for anything that is not plain data."""
+    if depth > MAX_DEPTH:
+        raise UnsupportedValue("the value is nested too deeply")
+    # Exact type checks first, then conversions that drop any subclass behaviour.
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        if len(value) > MAX_STRING:
+            raise UnsupportedValue("a string is longer than the limit")
+        return str(value)
+    if isinstance(value, bytes):
+        if len(value) > MAX_STRING:
+            raise UnsupportedValue("a bytes value is longer than the limit")
+        return {"__t": "bytes", "data": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        number = float(value)
+        return number if math.isfinite(number) else {"__t": "float", "repr": repr(number)}
+    if isinstance(value, np.ndarray):
+        return {"__t": "ndarray", **_array_payload(np.asarray(value))}
+    if isinstance(value, np.generic):
+        return {"__t": "npscalar", **_array_payload(np.asarray(value))}
+    if isinstance(value, list | tuple):
+        items = [encode(item, depth + 1) for item in value]
+        return items if isinstance(value, list) else {"__t": "tuple", "items": items}
+    if isinstance(value, dict):
+        pairs = []
+        for key, item in value.items():
+            if not isinstance(key, str | int) or isinstance(key, bool):
+                raise UnsupportedValue(f"dict keys must be str or int, not {type(key).__name__}")
+            pairs.append([encode(key, depth + 1), encode(item, depth + 1)])
+        return {"__t": "dict", "items": pairs}
+    torch_payload = _encode_tensor(value)
+    if torch_payload is not None:
+        return torch_payload
+    raise UnsupportedValue(
+        f"a value of type {type(value).__name__} cannot cross the sandbox: only numbers, "
+        "strings, bytes, lists, tuples, dicts and arrays can"
+    )
+
+
+def _encode_tensor(value):
+    torch = _torch_if_loaded()
+    if torch is None or not isinstance(value, torch.Tensor):
+        return None
+    tensor = value.detach().cpu()
+    dtype = str(tensor.dtype).removeprefix("torch.")
+    travel = TORCH_ONLY_DTYPES.get(dtype)
+    array = tensor.to(getattr(torch, travel)).numpy() if travel else tensor.resolve_conj().numpy()
+    return {
+        "__t": "tensor",
+        "torch_dtype": dtype,
+        "requires_grad": bool(value.requires_grad),
+        **_array_payload(array),
+    }
+
+
+def _torch_if_loaded():
+    # Only numpy problems run in the browser; torch is touched only if a torch problem loaded it.
+    import sys
+
+    return sys.modules.get("torch")
+
+
+class _Budget:
+    """Counts elements decoded so far, so a value cannot exhaust memory by sheer size."""
+
+    def __init__(self, limit: int = MAX_ELEMENTS):
+        self.left = limit
+
+    def spend(self, count: int) -> None:
+        self.left -= count
+        if self.left < 0:
+            raise ProtocolError("the value holds more elements than the limit")
+
+
+def _decode_array(payload: dict, budget: _Budget) -> np.ndarray:
+    dtype_name, shape, data = payload.get("dtype"), payload.get("shape"), payload.get("data")
+    if dtype_name not in DTYPES:
+        raise ProtocolError(f"dtype {dtype_name!r} is not allowed")
+    if (
+        not isinstance(shape, list)
+        or len(shape) > MAX_DEPTH
+        or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+    ):
+        raise ProtocolError(f"bad array shape {shape!r}")
+    size = math.prod(shape)
+    budget.spend(size)
+    dtype = np.dtype(dtype_name).newbyteorder("<")
+    if not isinstance(data, str) or len(data) > 4 * MAX_FRAME_BYTES // 3 + 4:
+        raise ProtocolError("bad array data")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except ValueError:
+        raise ProtocolError("array data is not base64") from None
+    if len(raw) != size * dtype.itemsize:
+        raise ProtocolError("array data does not match its shape and dtype")
+    return np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="), copy=True).reshape(shape)
+
+
+def decode(obj, depth: int = 0, budget: _Budget | None = None):
+    """Rebuild a value from `encode`'s form, refusing anything else."""
+    budget = budget or _Budget()
+    if depth > MAX_DEPTH:
+        raise ProtocolError("the value is nested too deeply")
+    if obj is None or isinstance(obj, bool | int | float):
+        return obj
+    if isinstance(obj, str):
+        if len(obj) > MAX_STRING:
+            raise ProtocolError("a string is longer than the limit")
+        return obj
+    if isinstance(obj, list):
+        budget.spend(len(obj))
+        return [decode(item, depth + 1, budget) for item in obj]
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"unexpected JSON value of type {type(obj).__name__}")
+    tag = obj.get("__t")
+    if tag == "float":
+        if obj.get("repr") not in ("nan", "inf", "-inf"):
+            raise ProtocolError("bad float")
+        return float(obj["repr"])
+    if tag in ("tuple", "dict"):
+        items = obj.get("items")
+        if not isinstance(items, list):
+            raise ProtocolError(f"bad {tag}")
+        budget.spend(len(items))
+        if tag == "tuple":
+            return tuple(decode(item, depth + 1, budget) for item in items)
+        result = {}
+        for pair in items:
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise ProtocolError("bad dict item")
+            key = decode(pair[0], depth + 1, budget)
+            if not isinstance(key, str | int) or isinstance(key, bool):
+                raise ProtocolError("bad dict key")
+            result[key] = decode(pair[1], depth + 1, budget)
+        return result
+    if tag == "bytes":
+        data = obj.get("data")
+        if not isinstance(data, str) or len(data) > 4 * MAX_STRING // 3 + 4:
+            raise ProtocolError("bad bytes")
+        try:
+            return base64.b64decode(data, validate=True)
+        except ValueError:
+            raise ProtocolError("bytes data is not base64") from None
+    if tag == "ndarray":
+        return _decode_array(obj, budget)
+    if tag == "npscalar":
+        array = _decode_array(obj, budget)
+        if array.shape != ():
+            raise ProtocolError("a numpy scalar must have shape ()")
+        return array[()]
+    if tag == "tensor":
+        return _decode_tensor(obj, budget)
+    raise ProtocolError(f"unknown value tag {tag!r}")
+
+
+def _decode_tensor(obj: dict, budget: _Budget):
+    import torch
+
+    array = _decode_array(obj, budget)
+    dtype_name = obj.get("torch_dtype")
+    expected = TORCH_ONLY_DTYPES.get(dtype_name, dtype_name)
+    if expected != array.dtype.name or not isinstance(
+        getattr(torch, dtype_name, None), torch.dtype
+    ):
+        raise ProtocolError(f"bad tensor dtype {dtype_name!r}")
+    tensor = torch.from_numpy(array).to(getattr(torch, dtype_name))
+    if obj.get("requires_grad") is True and tensor.is_floating_point():
+        tensor.requires_grad_(True)
+    return tensor
+
+
+def array_leaves(value, found: list | None = None) -> list:
+    """The numpy arrays and torch tensors in nested lists/tuples/dict values, in order.
+
+    Both sides walk the same arguments in the same order, so an index names the same array
+    on each side (for in-place changes and gradients).
+    """
+    found = [] if found is None else found
+    torch = _torch_if_loaded()
+    if isinstance(value, np.ndarray) or (torch is not None and isinstance(value, torch.Tensor)):
+        found.append(value)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            array_leaves(item, found)
+    elif isinstance(value, dict):
+        for item in value.values():
+            array_leaves(item, found)
+    return found
+
+
+# ---------------------------------------------------------------- exceptions
+
+
+def describe_exception(exc: BaseException) -> dict:
+    """Type, nearest builtin Exception type, and message of a student's exception."""
+    builtin = "Exception"
+    for klass in type(exc).__mro__:
+        if getattr(builtins, klass.__name__, None) is klass and issubclass(klass, Exception):
+            builtin = klass.__name__
+            break
+    try:
+        message = str(exc)
+    except Exception:  # noqa: BLE001 - a student's __str__ may itself fail
+        message = "<unprintable message>"
+    return {
+        "type": type(exc).__name__[:100],
+        "builtin": builtin if isinstance(exc, Exception) else None,
+        "message": message[:MAX_MESSAGE],
+    }

@@ -1,0 +1,314 @@
+"""The ``sandbox:<path>`` implementation: functions that run a submission in a sandboxed child.
+
+``load_sandboxed`` gives the tests an object whose attributes are the problem's ``implement``
+names. Calling one sends the arguments as plain data to the submission's child process
+(started on first use, then kept warm for the next calls) and returns the plain data that
+comes back. A student's exception comes back as its type and message: a builtin exception is
+raised again as the same type, so ``pytest.raises(ValueError)`` works; anything else (a
+timeout, a crash, ``SystemExit``, a value that is not plain data) becomes `SubmissionError`.
+
+``<path>`` may be a file, or a folder holding ``<slug>.py`` (so one pytest run can grade many
+problems). The batch grader marks a file it rejected with ``<slug>.py.rejected`` beside it,
+holding the reason; every call then fails with that reason.
+"""
+
+from __future__ import annotations
+
+import atexit
+import builtins
+import json
+import os
+import time
+import tomllib
+from collections import OrderedDict
+from dataclasses import fields
+from pathlib import Path
+from types import SimpleNamespace
+
+from grader.loader import Unavailable, implemented_names
+from grader.sandbox.launch import Limits, SandboxFailure, SandboxProcess, sandbox_mode
+from grader.sandbox.protocol import UnsupportedValue, array_leaves, decode, encode
+
+LIMITS_ENV = "GRPO_KIT_SANDBOX_LIMITS"  # JSON of Limits fields, set by the batch grader
+MAX_WARM_CHILDREN = 2
+REJECTED_SUFFIX = ".rejected"
+
+
+class SubmissionError(Exception):
+    """The submission failed in a way that is not an ordinary exception of its own code."""
+
+
+def problem_limits(problem_dir: Path, overrides: dict | None = None) -> Limits:
+    """The problem's time limit per call, overridden by the batch grader's settings.
+
+    Without `overrides`, they are read from the environment the batch grader set.
+    """
+    meta = tomllib.loads((Path(problem_dir) / "problem.toml").read_text(encoding="utf-8"))
+    per_call = float(meta.get("time_limit_s", Limits.call_s))
+    values = {"call_s": per_call, "total_s": 6 * per_call}
+    if overrides is None:
+        overrides = json.loads(os.environ.get(LIMITS_ENV, "{}"))
+    known = {f.name for f in fields(Limits)}
+    values |= {k: v for k, v in overrides.items() if k in known and v is not None}
+    return Limits(**values)
+
+
+def _uses_torch(problem_dir: Path) -> bool:
+    meta = tomllib.loads((Path(problem_dir) / "problem.toml").read_text(encoding="utf-8"))
+    return meta.get("runtime") == "python"
+
+
+class Child:
+    """One student's sandboxed process, shared by all the problems it serves.
+
+    Started on first use; after a crash or a kill the next problem to need it starts a new one
+    (the problem that crashed it has already failed for good).
+    """
+
+    def __init__(self, root: Path, limits: Limits, torch: bool):
+        self.root, self.limits, self.torch = root, limits, torch
+        self.process: SandboxProcess | None = None
+        self.ready = False
+        self.loaded: dict[str, dict[str, str]] = {}  # slug -> status of each implemented name
+        self.requests = 0
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+        self.process, self.loaded = None, {}
+
+    def start(self) -> None:
+        """Start the process without waiting for it (it imports numpy while tests run)."""
+        if self.process is None:
+            self.process, self.ready = SandboxProcess(self.root, self.limits, self.torch), False
+        _WARM.touch(self)
+
+    def exchange(self, message: dict, allowance: float, late: str) -> dict:
+        self.start()
+        if not self.ready:
+            try:
+                self.process.wait_ready()
+            except SandboxFailure:
+                self.close()
+                raise
+            self.ready = True
+        self.requests += 1
+        try:
+            reply = self.process.exchange(message | {"id": self.requests}, allowance, late)
+        except SandboxFailure:
+            self.close()
+            raise
+        if reply.get("id") != self.requests:
+            self.close()
+            raise SandboxFailure("answered out of turn (it wrote to the grader's pipe)")
+        return reply
+
+
+class _Warm:
+    """The few children kept alive; using another closes the one used least recently."""
+
+    def __init__(self):
+        self.children: OrderedDict[int, Child] = OrderedDict()
+
+    def touch(self, child: Child) -> None:
+        self.children[id(child)] = child
+        self.children.move_to_end(id(child))
+        while len(self.children) > MAX_WARM_CHILDREN:
+            _, oldest = self.children.popitem(last=False)
+            oldest.close()
+
+    def close_all(self) -> None:
+        while self.children:
+            self.children.popitem()[1].close()
+
+
+_WARM = _Warm()
+atexit.register(_WARM.close_all)
+_CHILDREN: dict[tuple[Path, bool], Child] = {}
+
+
+class Submission:
+    """One problem's file of one student, run in that student's child under a time budget."""
+
+    def __init__(self, problem_dir: Path, path: Path, names: list[str], limits: Limits,
+                 child: Child):  # fmt: skip
+        self.slug, self.path, self.names, self.limits = problem_dir.name, path, names, limits
+        self.child = child
+        self.failure: str | None = None  # once set, every later call fails fast with it
+        self.used_s = 0.0
+
+    def _die(self, reason: str):
+        self.failure = reason
+        raise SubmissionError(reason)
+
+    def _exchange(self, message: dict) -> dict:
+        """One request under this problem's clock: per call, and for all calls together."""
+        left = self.limits.total_s - self.used_s
+        if self.limits.call_s <= left:
+            allowance, late = self.limits.call_s, f"timed out after {self.limits.call_s:g} s"
+        else:
+            allowance, late = left, f"exceeded its total time limit of {self.limits.total_s:g} s"
+        started = time.monotonic()
+        try:
+            return self.child.exchange(message, allowance, late)
+        except SandboxFailure as exc:
+            self._die(f"{self.slug}.py {exc}")
+        finally:
+            self.used_s += time.monotonic() - started
+
+    def _names(self) -> dict[str, str]:
+        if self.failure:
+            raise SubmissionError(self.failure)
+        if self.slug not in self.child.loaded:
+            try:
+                reply = self._exchange({"op": "load", "module": self.slug, "names": self.names,
+                                        "path": self.child_path()})  # fmt: skip
+            except SubmissionError as exc:
+                self._die(f"{exc} while being imported")
+            if "error" in reply:
+                self._die(_import_failure(self.slug, reply["error"]))
+            self.child.loaded[self.slug] = reply.get("names") or {}
+        return self.child.loaded[self.slug]
+
+    def child_path(self) -> str:
+        if self.child.process is None:  # start it now, to learn where it sees the file
+            self.child.exchange({"op": "ping"}, self.limits.call_s, "did not answer")
+        return self.child.process.path_inside(self.path)
+
+    def request(self, message: dict) -> dict:
+        if self.failure:
+            raise SubmissionError(self.failure)
+        return self._exchange(message)
+
+    def call(self, name: str, args: tuple, kwargs: dict, keep_graph: bool = False) -> dict:
+        status = self._names().get(name, "missing")
+        if status != "ok":
+            what = "defines no" if status == "missing" else "has a non-function"
+            raise SubmissionError(
+                f"{self.slug}.py {what} {name!r}: keep the name from the starter."
+            )
+        try:
+            message = {"op": "call", "module": self.slug, "name": name, "keep_graph": keep_graph,
+                       "args": encode(list(args)), "kwargs": encode(dict(kwargs))}  # fmt: skip
+        except UnsupportedValue as exc:
+            raise SubmissionError(
+                f"this test's arguments cannot be sent to the sandbox: {exc}"
+            ) from None
+        reply = self.request(message)
+        if "error" in reply:
+            raise _student_exception(reply["error"], self.limits)
+        self._apply_mutations(reply.get("mutated") or [], array_leaves([list(args), kwargs]))
+        return reply
+
+    def _apply_mutations(self, mutated: list, leaves: list) -> None:
+        """Mirror the student's in-place changes to array arguments onto the test's arrays."""
+        for entry in mutated:
+            try:
+                index, encoded = entry
+                target, new = leaves[index], decode(encoded)
+                if type(new) is not type(target) or tuple(new.shape) != tuple(target.shape):
+                    raise ValueError("an argument changed its type or shape")
+                if hasattr(target, "detach"):
+                    if target.requires_grad:
+                        continue  # in-place on a leaf that requires grad fails locally as well
+                    target.detach().copy_(new)
+                else:
+                    target[...] = new
+            except Exception as exc:  # noqa: BLE001 - malformed data is the submission's fault
+                self._die(f"{self.slug}.py sent back a modified argument that is not valid: {exc}")
+
+    def value(self, reply: dict):
+        try:
+            return decode(reply.get("value"))
+        except Exception as exc:  # noqa: BLE001 - any malformed value is the submission's fault
+            self._die(f"{self.slug}.py returned data that cannot be graded: {exc}")
+
+
+def _import_failure(slug: str, error: dict | None) -> str:
+    error = error if isinstance(error, dict) else {}
+    kind, message = str(error.get("type", "error")), str(error.get("message", ""))
+    if kind == "SyntaxError":
+        return f"{slug}.py has a syntax error on line {error.get('line')}: {message}. Fix it."
+    if kind in ("SystemExit", "KeyboardInterrupt"):
+        return f"{slug}.py raised {kind} while being imported: never exit or stop the program."
+    return f"{slug}.py failed to import: {kind}: {message}"
+
+
+def _student_exception(error: dict, limits: Limits) -> Exception:
+    """The exception to raise in the test for an exception raised by the student's code."""
+    kind = str(error.get("type", "Exception"))
+    message = str(error.get("message", ""))
+    builtin = error.get("builtin")
+    if kind == "MemoryError" or builtin == "MemoryError":
+        return SubmissionError(f"memory limit exceeded ({limits.memory_mb} MiB): {message}")
+    if builtin is None:
+        return SubmissionError(f"the function raised {kind}: {message} (it must return a value)")
+    klass = getattr(builtins, str(builtin), None)
+    if isinstance(klass, type) and issubclass(klass, Exception) and klass is not Exception:
+        try:
+            return klass(message if kind == klass.__name__ else f"{kind}: {message}")
+        except TypeError:  # e.g. UnicodeDecodeError needs more arguments
+            pass
+    return SubmissionError(f"{kind}: {message}")
+
+
+class SandboxedFunction:
+    """Stands in for one student function; each call runs in the submission's child."""
+
+    def __init__(self, submission: Submission, name: str):
+        self.submission, self.__name__ = submission, name
+
+    def __call__(self, *args, **kwargs):
+        from grader.sandbox.autograd import bridged_call, needs_bridge
+
+        if needs_bridge(args, kwargs):
+            return bridged_call(self.submission, self.__name__, args, kwargs)
+        reply = self.submission.call(self.__name__, args, kwargs)
+        return self.submission.value(reply)
+
+    def __repr__(self) -> str:
+        return f"<sandboxed {self.__name__} from {self.submission.path}>"
+
+
+def resolve_submission(problem_dir: Path, spec: str) -> tuple[Path, str | None]:
+    """The submission file for this problem, and the reason it cannot run (None if it can)."""
+    slug = problem_dir.name
+    path = Path(spec)
+    if path.is_dir():
+        path = path / f"{slug}.py"
+    rejected = path.with_name(path.name + REJECTED_SUFFIX)
+    if rejected.is_file():
+        return path, rejected.read_text(encoding="utf-8").strip()
+    if not path.is_file():
+        return path, f"no {slug}.py was submitted"
+    return path, None
+
+
+def _child(problem_dir: Path, submission_path: str) -> Child:
+    torch = _uses_torch(problem_dir)
+    root = Path(submission_path).resolve()  # the student's folder, or the one file
+    key = (root, torch)
+    if key not in _CHILDREN:
+        _CHILDREN[key] = Child(root, problem_limits(problem_dir), torch)
+    return _CHILDREN[key]
+
+
+def prestart(problem_dir: Path, submission_path: str) -> None:
+    """Start the child for a submission that will be tested next, so its startup overlaps."""
+    _, reason = resolve_submission(Path(problem_dir), submission_path)
+    if reason is None:
+        _child(Path(problem_dir), submission_path).start()
+
+
+def load_sandboxed(problem_dir: Path, submission_path: str) -> SimpleNamespace:
+    """The ``sandbox:<path>`` implementation of a problem (see the module docstring)."""
+    problem_dir = Path(problem_dir)
+    names = implemented_names(problem_dir)
+    path, reason = resolve_submission(problem_dir, submission_path)
+    if reason:
+        return SimpleNamespace(**{name: Unavailable(name, reason) for name in names})
+    limits = problem_limits(problem_dir)
+    submission = Submission(problem_dir, path, names, limits, _child(problem_dir, submission_path))
+    namespace = SimpleNamespace(**{name: SandboxedFunction(submission, name) for name in names})
+    namespace.__sandbox__ = sandbox_mode()
+    return namespace

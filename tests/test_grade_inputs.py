@@ -1,0 +1,251 @@
+"""Bad input, resume after a crash, and shards joined by merge."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from grader import submissions as subs
+from grader.batch import parse_shard, shard, split_report
+from grader.problems import KIT_ROOT, get_problem
+
+SLUG = "grpo_objective"
+REFERENCE = get_problem(SLUG).reference
+WRONG = "def grpo_objective(rhos, A, pi_theta_old, pi_theta_ref, epsilon=0.2, beta=0.01):\n" \
+        "    return 0.0\n"  # fmt: skip
+
+
+def grpo_kit(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "grader.cli", *args]
+    return subprocess.run(command, cwd=KIT_ROOT, capture_output=True, text=True, timeout=600,
+                          **kwargs)  # fmt: skip
+
+
+def grade(submissions: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return grpo_kit("grade", str(submissions), "--out", str(out), "--problems", SLUG,
+                    "--time-limit", "3", *extra)  # fmt: skip
+
+
+def gradebook(out: Path) -> dict[str, dict[str, str]]:
+    with open(out / "gradebook.csv", newline="") as file:
+        return {row["student"]: row for row in csv.DictReader(file)}
+
+
+def write(folder: Path, name: str, data: str | bytes) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_bytes(data) if isinstance(data, bytes) else path.write_text(data)
+
+
+def make_zip(path: Path, members: dict[str, str]) -> None:
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in members.items():
+            archive.writestr(name, text)
+
+
+# ------------------------------------------------------------------ checks before running
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"", "is empty"),
+        (b"  \n\n", "is empty"),
+        (b"def f():\n    return '\xff\xfe'\n", "is not UTF-8"),
+        (b"def grpo_objective(:\n", "syntax error on line 1"),
+        (b"x = 1\x00\n", "NUL bytes"),
+        (b"#" * (subs.MAX_SOURCE_BYTES + 1), "larger than"),
+    ],
+)
+def test_check_source_explains_what_is_wrong(data, reason):
+    assert reason in subs.check_source(SLUG, data)
+
+
+def test_check_source_accepts_the_reference():
+    assert subs.check_source(SLUG, REFERENCE.read_bytes()) is None
+
+
+def test_zips_are_read_and_checked(tmp_path):
+    make_zip(tmp_path / "nested.zip", {f"nested/{SLUG}.py": WRONG, "nested/notes.txt": "hi"})
+    make_zip(tmp_path / "slip.zip", {f"../{SLUG}.py": WRONG})
+    make_zip(tmp_path / "twice.zip", {f"{SLUG}.py": WRONG, f"x/{SLUG}.py": WRONG})
+    (tmp_path / "corrupt.zip").write_bytes(b"PK\x03\x04 this is not a zip")
+    write(tmp_path / "folder", f"{SLUG}.py", WRONG)
+    make_zip(tmp_path / "folder.zip", {f"{SLUG}.py": WRONG})
+    write(tmp_path, "bad name!", "")
+    found, warnings = subs.find_submissions(tmp_path, [SLUG])
+    by_name = {s.student: s for s in found}
+    assert by_name["nested"].sources == {SLUG: WRONG.encode()}
+    assert by_name["nested"].ignored == ["nested/notes.txt"]
+    assert "unsafe path" in by_name["slip"].rejected[SLUG]
+    assert "more than once" in by_name["twice"].rejected[SLUG]
+    assert "cannot be read as a zip" in by_name["corrupt"].rejected[SLUG]
+    assert any("folder already has a submission" in w for w in warnings)
+    assert any("'bad name!'" in w for w in warnings)
+
+
+def test_oversized_zip_is_rejected(tmp_path, monkeypatch):
+    monkeypatch.setattr(subs, "MAX_ZIP_BYTES", 100)
+    make_zip(tmp_path / "big.zip", {f"{SLUG}.py": WRONG * 10})
+    (found,), _ = subs.find_submissions(tmp_path, [SLUG])
+    assert "larger than" in found.rejected[SLUG]
+
+
+def test_shards_are_disjoint_and_cover_the_class():
+    class_list = [subs.Submission(f"s{i:02d}") for i in range(10)]
+    slices = [shard(class_list, k, 3) for k in (1, 2, 3)]
+    names = [s.student for part in slices for s in part]
+    assert sorted(names) == [s.student for s in class_list]
+    assert parse_shard("2/3") == (2, 3)
+    for bad in ("0/3", "4/3", "x", "1/2/3"):
+        with pytest.raises(ValueError, match="--shard"):
+            parse_shard(bad)
+
+
+def test_split_report_attributes_tests_by_their_parameter():
+    specs = ["sandbox:/w/s1", "sandbox:/w/s10"]
+    report = {"tests": [
+        {"nodeid": "problems/p/test_p.py::test_a[sandbox:/w/s1]", "outcome": "passed"},
+        {"nodeid": "problems/p/test_p.py::test_b[sandbox:/w/s10-(1, 2)]", "outcome": "failed"},
+        {"nodeid": "problems/p/test_p.py::test_no_impl", "outcome": "passed"},
+    ]}  # fmt: skip
+    split = split_report(report, specs)
+    assert [t["nodeid"] for t in split[specs[0]]["p"]] == [
+        "problems/p/test_p.py::test_a",
+        "problems/p/test_p.py::test_no_impl",
+    ]
+    assert [t["nodeid"] for t in split[specs[1]]["p"]] == [
+        "problems/p/test_p.py::test_b[(1, 2)]",
+        "problems/p/test_p.py::test_no_impl",
+    ]
+
+
+# ------------------------------------------------------------------ a batch of bad input
+
+BAD = {
+    "empty": b"",
+    "not_utf8": b"def grpo_objective():\n    return '\xff'\n",
+    "syntax_error": b"def grpo_objective(:\n    pass\n",
+    "missing_function": b"def grpo_objectiv(*args, **kwargs):\n    return 1.0\n",
+    "wrong_signature": b"def grpo_objective(rhos):\n    return 1.0\n",
+    "not_a_function": b"grpo_objective = 3\n",
+}
+EXPECTED_STATUS = {
+    "empty": "is empty",
+    "not_utf8": "is not UTF-8",
+    "syntax_error": "syntax error on line 1",
+    "missing_function": "defines no 'grpo_objective'",
+    "wrong_signature": "TypeError",
+    "not_a_function": "has a non-function 'grpo_objective'",
+    "nothing_submitted": "no grpo_objective.py was submitted",
+    "corrupt_zip": "cannot be read as a zip file",
+    "zip_slip": "unsafe path",
+}
+
+
+@pytest.fixture(scope="module")
+def bad_batch(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bad")
+    submissions = root / "submissions"
+    for name, data in BAD.items():
+        write(submissions / name, f"{SLUG}.py", data)
+    write(submissions / "nothing_submitted", "solution.py", WRONG)
+    make_zip(submissions / "corrupt_zip.zip", {f"{SLUG}.py": REFERENCE.read_text()})
+    data = (submissions / "corrupt_zip.zip").read_bytes()
+    (submissions / "corrupt_zip.zip").write_bytes(data[: len(data) // 2])  # cut off in transfer
+    make_zip(submissions / "zip_slip.zip", {f"../../{SLUG}.py": WRONG})
+    write(submissions / "honest", f"{SLUG}.py", REFERENCE.read_text())
+    out = root / "out"
+    return out, grade(submissions, out)
+
+
+def test_bad_input_never_breaks_the_batch(bad_batch):
+    out, run = bad_batch
+    assert run.returncode == 0, run.stderr[-3000:]
+    book = gradebook(out)
+    assert set(book) == set(EXPECTED_STATUS) | {"honest"}
+    assert book["honest"]["total"] == book["honest"]["max"] != "0"
+
+
+@pytest.mark.parametrize("student", sorted(EXPECTED_STATUS))
+def test_bad_input_gets_zero_and_a_clear_status(bad_batch, student):
+    out, _ = bad_batch
+    results = json.loads((out / student / "results.json").read_text())
+    assert results["score"] == 0
+    assert results["tests"] and all(t["status"] == "failed" for t in results["tests"])
+    assert EXPECTED_STATUS[student] in results["tests"][0]["output"]
+
+
+# ------------------------------------------------------------------ resume, shards, merge
+
+
+def _class(folder: Path, size: int) -> None:
+    for i in range(size):
+        source = REFERENCE.read_text() if i % 2 == 0 else WRONG
+        write(folder / f"student{i:02d}", f"{SLUG}.py", source)
+
+
+def test_a_killed_batch_resumes_where_it_stopped(tmp_path):
+    submissions, out = tmp_path / "submissions", tmp_path / "out"
+    _class(submissions, 6)
+    command = [sys.executable, "-m", "grader.cli", "grade", str(submissions), "--out", str(out),
+               "--problems", SLUG, "--workers", "1", "--batch-size", "1"]  # fmt: skip
+    process = subprocess.Popen(command, cwd=KIT_ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not list(out.glob("*/results.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)  # the grader and every pytest it started
+    process.wait()
+    finished = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/results.json")}
+    assert 1 <= len(finished) < 6, "the kill came too late to test resuming"
+
+    run = grade(submissions, out)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert f"{len(finished)} already graded" in run.stdout
+    for student, mtime in finished.items():
+        assert (out / student / "results.json").stat().st_mtime_ns == mtime, student
+    book = gradebook(out)
+    assert sorted(book) == [f"student{i:02d}" for i in range(6)]
+    for i in range(6):
+        row = book[f"student{i:02d}"]
+        assert (row["total"] == row["max"]) == (i % 2 == 0)
+    assert not list(out.glob("*/.*.tmp")), "a half-written file was left behind"
+
+    forced = grade(submissions, out, "--force")
+    assert "0 already graded" in forced.stdout
+
+
+def test_shards_merge_into_one_gradebook(tmp_path):
+    submissions = tmp_path / "submissions"
+    _class(submissions, 5)
+    for k in (1, 2):
+        run = grade(submissions, tmp_path / f"shard{k}", "--shard", f"{k}/2")
+        assert run.returncode == 0, run.stderr[-3000:]
+    parts = [set(gradebook(tmp_path / f"shard{k}")) for k in (1, 2)]
+    assert parts[0].isdisjoint(parts[1]) and parts[0] and parts[1]
+    merged = tmp_path / "merged"
+    run = grpo_kit(
+        "merge", str(tmp_path / "shard1"), str(tmp_path / "shard2"), "--out", str(merged)
+    )
+    assert run.returncode == 0, run.stderr
+    book = gradebook(merged)
+    assert sorted(book) == [f"student{i:02d}" for i in range(5)]
+    assert all((merged / s / "results.json").is_file() for s in book)
+    assert book["student00"]["total"] == book["student00"]["max"] != "0"
+    assert book == gradebook(tmp_path / "shard1") | gradebook(tmp_path / "shard2")
+
+    shutil.copytree(tmp_path / "shard1", tmp_path / "again")
+    clash = grpo_kit("merge", str(tmp_path / "shard1"), str(tmp_path / "again"), "--out",
+                     str(tmp_path / "clash"))  # fmt: skip
+    assert clash.returncode == 1 and "kept the first" in clash.stderr

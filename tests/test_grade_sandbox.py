@@ -1,0 +1,198 @@
+"""The sandbox boundary on its own: the value codec, exceptions, in-place changes, gradients."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grader.sandbox import protocol
+from grader.sandbox.proxy import SubmissionError, load_sandboxed
+
+# ------------------------------------------------------------------ the codec
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None, True, 3, -2.5, float("inf"), "text", b"\x00\xff", [1, [2.0, "x"]], (1, 2),
+        {"a": 1, 3: [None]},
+        np.arange(6, dtype=np.int32).reshape(2, 3), np.float32(1.5), np.bool_(True),
+        np.zeros((0, 4)), np.array(7.0),
+    ],
+)  # fmt: skip
+def test_plain_values_cross_unchanged(value):
+    got = protocol.decode(protocol.encode(value))
+    assert type(got) is type(value)
+    if isinstance(value, np.ndarray | np.generic):
+        assert got.dtype == value.dtype and np.shape(got) == np.shape(value)
+        assert np.array_equal(got, value)
+    else:
+        assert got == value
+
+
+def test_nan_crosses_as_nan():
+    assert np.isnan(protocol.decode(protocol.encode(float("nan"))))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [object(), np.array([object()]), {(1, 2): 3}, lambda: 1, np.array(["text"])],
+)
+def test_anything_else_is_refused(value):
+    with pytest.raises(protocol.UnsupportedValue):
+        protocol.encode(value)
+
+
+def test_subclasses_lose_their_behaviour():
+    class Liar(float):
+        def __eq__(self, other):
+            return True
+
+    got = protocol.decode(protocol.encode(Liar(2.0)))
+    assert type(got) is float and got != 3.0
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"__t": "ndarray", "dtype": "object", "shape": [1], "data": ""},
+        {"__t": "ndarray", "dtype": "float64", "shape": [2], "data": "AAAA"},
+        {"__t": "ndarray", "dtype": "float64", "shape": [-1], "data": ""},
+        {"__t": "ndarray", "dtype": "float64", "shape": [10**9], "data": ""},
+        {"__t": "pickle", "data": "gASVAAAAAAAAAAA="},
+        {"__t": "float", "repr": "__import__('os')"},
+    ],
+)
+def test_malformed_data_is_a_protocol_error(payload):
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode(payload)
+
+
+def test_frames_refuse_oversized_lengths():
+    with pytest.raises(protocol.ProtocolError):
+        protocol.frame_length((protocol.MAX_FRAME_BYTES + 1).to_bytes(4, "big"))
+
+
+# ------------------------------------------------------------------ calls through a child
+
+
+def make_problem(root, runtime: str, names: list[str]):
+    problem = root / "toy"
+    problem.mkdir()
+    (problem / "problem.toml").write_text(
+        f'implement = {names!r}\nruntime = "{runtime}"\ntime_limit_s = 20\n'.replace("'", '"')
+    )
+    return problem
+
+
+NUMPY_SOLUTION = """
+import numpy as np
+
+def scale(x, factor=2.0):
+    if factor < 0:
+        raise ValueError("factor must be >= 0")
+    return np.asarray(x) * factor
+
+def scale_in_place(x):
+    x *= 2
+    return None
+
+class Mine(Exception):
+    pass
+
+def custom():
+    raise Mine("my own exception")
+"""
+
+
+@pytest.fixture(scope="module")
+def numpy_impl(tmp_path_factory):
+    root = tmp_path_factory.mktemp("numpy")
+    problem = make_problem(root, "pyodide", ["scale", "scale_in_place", "custom", "absent"])
+    (root / "toy.py").write_text(NUMPY_SOLUTION)
+    return load_sandboxed(problem, str(root / "toy.py"))
+
+
+def test_a_call_returns_plain_data(numpy_impl):
+    got = numpy_impl.scale(np.arange(3.0), factor=3.0)
+    assert isinstance(got, np.ndarray) and got.tolist() == [0.0, 3.0, 6.0]
+
+
+def test_builtin_exceptions_keep_their_type(numpy_impl):
+    with pytest.raises(ValueError, match="factor must be >= 0"):
+        numpy_impl.scale([1.0], factor=-1)
+
+
+def test_other_exceptions_become_submission_errors(numpy_impl):
+    with pytest.raises(SubmissionError, match="Mine: my own exception"):
+        numpy_impl.custom()
+
+
+def test_in_place_changes_reach_the_test(numpy_impl):
+    x = np.ones(3)
+    numpy_impl.scale_in_place(x)
+    assert x.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_a_missing_function_says_so(numpy_impl):
+    with pytest.raises(SubmissionError, match="defines no 'absent'"):
+        numpy_impl.absent()
+
+
+TORCH_SOLUTION = """
+import torch
+
+def weighted_loss(x, w, scale=1.0):
+    return (x.exp() * w).sum() * scale
+
+def two_outputs(x):
+    return x * 2, (x ** 2).sum()
+
+def detached(x):
+    return x.detach().sum()
+"""
+
+
+@pytest.fixture(scope="module")
+def torch_impl(tmp_path_factory):
+    pytest.importorskip("torch")
+    root = tmp_path_factory.mktemp("torch")
+    problem = make_problem(root, "python", ["weighted_loss", "two_outputs", "detached"])
+    (root / "toy.py").write_text(TORCH_SOLUTION)
+    return load_sandboxed(problem, str(root / "toy.py"))
+
+
+def test_gradients_flow_back_through_the_sandbox(torch_impl):
+    import torch
+
+    x = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    w = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    loss = torch_impl.weighted_loss(x, w, scale=0.5)
+    assert isinstance(loss, torch.Tensor) and loss.shape == ()
+    loss.backward()
+    assert torch.allclose(x.grad, 0.5 * x.detach().exp() * w.detach())
+    assert torch.allclose(w.grad, 0.5 * x.detach().exp())
+
+
+def test_several_outputs_and_partial_gradients(torch_impl):
+    import torch
+
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    doubled, squares = torch_impl.two_outputs(x)
+    (doubled.sum() + squares).backward()
+    assert torch.allclose(x.grad, 2 + 2 * x.detach())
+
+
+def test_a_detached_result_does_not_pretend_to_be_differentiable(torch_impl):
+    import torch
+
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    assert not torch_impl.detached(x).requires_grad
+
+
+def test_without_grad_tensors_come_back_as_tensors(torch_impl):
+    import torch
+
+    with torch.no_grad():
+        got = torch_impl.weighted_loss(torch.ones(2), torch.ones(2, dtype=torch.float64))
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
