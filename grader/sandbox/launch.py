@@ -166,10 +166,13 @@ def _bwrap_args(submission: Path, inside: Path) -> list[str]:
         bwrap_command(),
         "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
         "--die-with-parent", "--new-session",
+        # The private /tmp comes first: the kit or its venv may live under /tmp (a CI clone),
+        # and binds made after it still show through.
+        "--tmpfs", "/tmp",
         *_system_binds(),
         "--perms", "0755", "--dir", SUBMISSION_DIR,
         "--ro-bind", str(submission), str(inside),
-        "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp",
+        "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp",
     ]  # fmt: skip
 
 
