@@ -3,7 +3,11 @@
 Generates a class (correct, wrong and crashing submissions of the three core problems), grades
 it with `grpo-kit grade` (sandbox on), then grades a sample of the same students the naive
 way: one fresh ``pytest --json-report`` process per student and problem, as many at a time as
-the grader has workers. Prints students per second for both and their ratio.
+the grader has workers. Prints students per second for each and two ratios:
+
+- fair: the baseline gets the same cheap pytest options as the grader (plugins it does not
+  need left out, one-line tracebacks), so the ratio measures the batching alone;
+- literal: the baseline is plain ``pytest --json-report``, as a course would run it.
 
     python bench/bench_grade.py                  # 200 students
     python bench/bench_grade.py --students 40    # a quick run
@@ -21,6 +25,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from grader.batch import PYTEST_SPEEDUPS
 from grader.mistakes import load_catalogue
 from grader.problems import KIT_ROOT, get_problem
 from grader.sandbox.launch import sandbox_mode
@@ -80,6 +85,7 @@ def _naive_one(submission: Path, slug: str, report: Path, extra: list[str]) -> N
 
 def time_naive(submissions: Path, reports: Path, students: list[str], workers: int,
                extra: list[str]) -> float:  # fmt: skip
+    reports.mkdir()
     jobs = [(submissions / s / f"{slug}.py", slug, reports / f"{s}-{slug}.json", extra)
             for s in students for slug in CORE]  # fmt: skip
     started = time.perf_counter()
@@ -98,14 +104,8 @@ def main() -> None:
         help="students graded the naive way (its rate does not depend on N)",
     )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument(
-        "--baseline-pytest-args",
-        default="",
-        metavar="ARGS",
-        help="extra pytest arguments for the baseline, e.g. '-p no:hypothesispytest' "
-        "to give it the plugin set the grader uses",
-    )
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-grade-") as work:
         work = Path(work)
         kinds = generate_class(work / "class", args.students)
@@ -113,16 +113,24 @@ def main() -> None:
               f"sandbox: {sandbox_mode()}; workers: {args.workers}")  # fmt: skip
         grader_s = time_grader(work / "class", work / "out", args.workers)
         sample = sorted(p.name for p in (work / "class").iterdir())[: args.baseline_students]
-        (work / "naive").mkdir()
-        extra = args.baseline_pytest_args.split()
-        naive_s = time_naive(work / "class", work / "naive", sample, args.workers, extra)
+        baselines = {
+            "fair": (list(PYTEST_SPEEDUPS), "with the grader's pytest options"),
+            "literal": ([], "plain"),
+        }
+        naive_s = {name: time_naive(work / "class", work / name, sample, args.workers, extra)
+                   for name, (extra, _) in baselines.items()}  # fmt: skip
     grader_rate = args.students / grader_s
-    naive_rate = len(sample) / naive_s
-    print(f"grader: {args.students} students in {grader_s:.1f} s = {grader_rate:.2f} students/s")
-    print(f"naive : {len(sample)} students in {naive_s:.1f} s = {naive_rate:.2f} students/s "
-          f"(one pytest --json-report {args.baseline_pytest_args} process per student and problem)"
-          .replace("  ", " "))  # fmt: skip
-    print(f"ratio : {grader_rate / naive_rate:.2f}x")
+    print(f"load average: {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end "
+          f"({os.cpu_count()} cores)")  # fmt: skip
+    print(f"grader       : {args.students} students in {grader_s:6.1f} s = "
+          f"{grader_rate:.2f} students/s")  # fmt: skip
+    rates = {name: len(sample) / seconds for name, seconds in naive_s.items()}
+    for name, rate in rates.items():
+        print(f"naive {name:<7}: {len(sample)} students in {naive_s[name]:6.1f} s = "
+              f"{rate:.2f} students/s (one pytest --json-report process per student and "
+              f"problem, {baselines[name][1]})")  # fmt: skip
+    for name, rate in rates.items():
+        print(f"ratio {name:<7}: {grader_rate / rate:.2f}x")
 
 
 if __name__ == "__main__":

@@ -26,10 +26,22 @@ from grader.sandbox.proxy import LIMITS_ENV, problem_limits
 from grader.submissions import Submission, stage
 
 MAX_CHUNK = 25
+# pytest options that make a run cheaper without changing any verdict. The benchmark gives them
+# to its baseline as well, so that the ratio it reports measures the batching alone.
+PYTEST_SPEEDUPS = (
+    "-q",
+    "-p", "no:cacheprovider",
+    # The hidden tests need neither hypothesis's pytest plugin (~1 s to import) nor anyio's.
+    "-p", "no:hypothesispytest", "-p", "no:anyio",
+    # pytest's long tracebacks re-parse each source file per frame of each failure (two thirds
+    # of a run's time), and its failure summary pairs each failure with every report (quadratic
+    # in the batch). One line per failure keeps the crash message students see, and is cheap.
+    "--tb=line", "-rN",
+)  # fmt: skip
 # Problems whose tests hand the student's function objects that cannot cross the sandbox yet
-# (models made in the test). Grading them would fail every student, so they are refused.
+# (a model to train, a task with a tokenizer and reward functions). Grading them would fail
+# every student, so they are refused.
 NOT_SANDBOXABLE = {
-    "sample_group": "its tests hand the function a model object, which cannot cross the sandbox",
     "grpo_trainer": "its tests hand the trainer a model and a task, which cannot cross the sandbox",
 }
 
@@ -77,11 +89,10 @@ def _run_timeout(count: int, options: BatchOptions) -> float:
 
 def _pytest_command(folders: list[Path], options: BatchOptions, report: Path) -> list[str]:
     command = [sys.executable, "-m", "pytest", *(str(p.dir) for p in options.problems)]
-    command += ["--rootdir", str(KIT_ROOT), "-p", "no:cacheprovider", "-p", "grader.batch_plugin"]
-    # The hidden tests do not need hypothesis's pytest plugin, whose import costs ~1 s a run.
-    command += ["-p", "no:hypothesispytest"]
-    command += ["-q", "--no-header"]
-    command += ["--json-report", f"--json-report-file={report}", "--json-report-omit", "log"]
+    command += ["--rootdir", str(KIT_ROOT), "-p", "grader.batch_plugin", *PYTEST_SPEEDUPS]
+    command += ["--no-header", "--json-report", f"--json-report-file={report}"]
+    # Keywords and collectors would name each student's staging folder again, to no one's use.
+    command += ["--json-report-omit", "collectors", "keywords", "log"]
     return command + [f"--impl=sandbox:{folder}" for folder in folders]
 
 

@@ -89,7 +89,8 @@ def write_student(out: Path, result: StudentResult, problems: list[Problem], hea
     folder = out / result.student
     folder.mkdir(parents=True, exist_ok=True)
     for slug, report in result.reports.items():
-        write_atomically(folder / f"{slug}.pytest.json", json.dumps(report, indent=1))
+        # Compact: json's indenting encoder is pure Python, and slow for reports this size.
+        write_atomically(folder / f"{slug}.pytest.json", json.dumps(report))
     body = json.dumps(gradescope_results(result, problems, header), indent=1)
     write_atomically(folder / RESULTS, body)  # last: its presence marks the student as done
 

@@ -1,6 +1,6 @@
 """Sandboxed grading gives the verdicts a local run gives, test by test.
 
-The reference and every catalogued mistake of the core problems are graded as students by
+The reference and every catalogued mistake of the problems below are graded as students by
 `grpo-kit grade`, and run locally with ``pytest --impl``: each test must pass or fail alike.
 """
 
@@ -17,7 +17,13 @@ from grader.mistakes import load_catalogue
 from grader.problems import KIT_ROOT, get_problem
 from grader.submissions import standalone_source
 
-CORE = ("grpo_objective", "group_advantages", "masked_token_loss", "grpo_loss_torch")
+CORE = (
+    "grpo_objective",
+    "group_advantages",
+    "masked_token_loss",
+    "grpo_loss_torch",
+    "sample_group",
+)
 
 
 def _implementations(slug: str) -> dict[str, str]:

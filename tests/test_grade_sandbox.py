@@ -61,11 +61,32 @@ def test_subclasses_lose_their_behaviour():
         {"__t": "ndarray", "dtype": "float64", "shape": [10**9], "data": ""},
         {"__t": "pickle", "data": "gASVAAAAAAAAAAA="},
         {"__t": "float", "repr": "__import__('os')"},
+        # Objects are rebuilt in the child only: the trusted side never builds one.
+        {"__t": "module", "class": "CounterLM", "kwargs": {"__t": "dict", "items": []}},
+        {"__t": "generator", "device": "cpu", "state": None},
+        {"__t": "record", "fields": [["__class__", 1]]},
+        {"__t": "record", "fields": [["not a name", 1]]},
     ],
 )
 def test_malformed_data_is_a_protocol_error(payload):
     with pytest.raises(protocol.ProtocolError):
         protocol.decode(payload)
+
+
+def test_dataclasses_cross_as_plain_records():
+    from dataclasses import dataclass
+
+    @dataclass
+    class Pair:
+        first: list
+        second: np.ndarray
+
+        def __eq__(self, other):
+            return True
+
+    got = protocol.decode(protocol.encode(Pair([1, 2], np.arange(2))))
+    assert type(got).__name__ == "SimpleNamespace"
+    assert got.first == [1, 2] and got.second.tolist() == [0, 1]
 
 
 def test_frames_refuse_oversized_lengths():
@@ -140,6 +161,8 @@ def test_a_missing_function_says_so(numpy_impl):
 
 
 TORCH_SOLUTION = """
+from dataclasses import dataclass
+
 import torch
 
 def weighted_loss(x, w, scale=1.0):
@@ -150,6 +173,18 @@ def two_outputs(x):
 
 def detached(x):
     return x.detach().sum()
+
+@dataclass
+class Sampled:
+    ids: torch.Tensor
+    count: int
+
+def run_model(model, ids):
+    with torch.no_grad():
+        return Sampled(model(ids), int(ids.numel()))
+
+def draw(n, generator=None):
+    return torch.rand(n, generator=generator)
 """
 
 
@@ -157,7 +192,8 @@ def detached(x):
 def torch_impl(tmp_path_factory):
     pytest.importorskip("torch")
     root = tmp_path_factory.mktemp("torch")
-    problem = make_problem(root, "python", ["weighted_loss", "two_outputs", "detached"])
+    names = ["weighted_loss", "two_outputs", "detached", "run_model", "draw"]
+    problem = make_problem(root, "python", names)
     (root / "toy.py").write_text(TORCH_SOLUTION)
     return load_sandboxed(problem, str(root / "toy.py"))
 
@@ -196,3 +232,44 @@ def test_without_grad_tensors_come_back_as_tensors(torch_impl):
     with torch.no_grad():
         got = torch_impl.weighted_loss(torch.ones(2), torch.ones(2, dtype=torch.float64))
     assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
+
+
+def test_a_toy_model_is_rebuilt_with_its_weights(torch_impl):
+    import torch
+
+    from grader.toy_models import CounterLM
+
+    model = CounterLM(vocab=5, margin=3.0)
+    with torch.no_grad():
+        model.table[0, 0] = -7.0  # weights changed after construction travel too
+    ids = torch.tensor([[0, 1, 4]])
+    got = torch_impl.run_model(model, ids)
+    assert got.count == 3
+    assert torch.equal(got.ids, model(ids).detach())
+
+
+def test_other_modules_are_refused_with_a_reason(torch_impl):
+    import torch
+
+    with pytest.raises(SubmissionError, match="cannot be sent to the sandbox"):
+        torch_impl.run_model(torch.nn.Linear(2, 2), torch.ones(1, 2))
+
+
+def test_a_generator_crosses_and_comes_back_advanced(torch_impl):
+    import torch
+
+    generator, local = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    assert torch.equal(torch_impl.draw(4, generator=generator), torch.rand(4, generator=local))
+    # The test's generator continues where the child's stopped, as it would locally.
+    assert torch.equal(torch.rand(2, generator=generator), torch.rand(2, generator=local))
+
+
+def test_the_global_generator_is_shared_with_the_child(torch_impl):
+    import torch
+
+    with torch.random.fork_rng():
+        torch.manual_seed(11)
+        expected = torch.rand(4), torch.rand(2)
+        torch.manual_seed(11)
+        got = torch_impl.draw(4), torch.rand(2)
+    assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import sys
 
-from grader.sandbox.protocol import array_leaves, encode
+from grader.sandbox.protocol import encode, mutable_leaves
 
 
 def tensors_requiring_grad(value) -> list:
@@ -20,7 +20,7 @@ def tensors_requiring_grad(value) -> list:
     torch = sys.modules.get("torch")
     if torch is None:
         return []
-    leaves = array_leaves(value)
+    leaves = mutable_leaves(value)
     return [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
 
 

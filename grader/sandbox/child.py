@@ -16,11 +16,12 @@ import types
 
 from grader.sandbox.autograd import tensors_requiring_grad
 from grader.sandbox.protocol import (
+    ProtocolError,
     UnsupportedValue,
-    array_leaves,
     decode,
     describe_exception,
     encode,
+    mutable_leaves,
     read_frame,
     write_frame,
 )
@@ -96,7 +97,34 @@ def _describe_names(module: types.ModuleType, names: list[str]) -> dict[str, str
     return found
 
 
+def _rebuild(obj: dict, decode_inner):
+    """A torch Generator or a kit toy model the test handed over, from its plain-data form."""
+    torch = sys.modules["torch"]
+    if obj["__t"] == "generator":
+        if obj.get("device") != "cpu":
+            raise ProtocolError(f"a generator on {obj.get('device')!r} cannot be rebuilt here")
+        generator = torch.Generator()
+        generator.set_state(decode_inner(obj.get("state")))
+        return generator
+    from grader import toy_models  # only now: numpy problems never import torch
+
+    model_class = toy_models.MODELS.get(obj.get("class"))
+    kwargs = decode_inner(obj.get("kwargs"))
+    if model_class is None or not isinstance(kwargs, dict):
+        raise ProtocolError(f"cannot rebuild a model of class {obj.get('class')!r}")
+    model = model_class(**kwargs)
+    model.load_state_dict(decode_inner(obj.get("state")))
+    return model
+
+
+def _state(leaf):
+    """What an in-place change alters: a generator's state, or the array itself."""
+    return leaf.get_state() if hasattr(leaf, "get_state") else leaf
+
+
 def _fingerprint(leaf) -> tuple:
+    if hasattr(leaf, "get_state"):  # a torch Generator
+        return ("generator", leaf.get_state().numpy().tobytes())
     if hasattr(leaf, "detach"):  # a torch tensor, perhaps of a dtype numpy lacks
         raw = leaf.detach().cpu().contiguous().flatten().view(sys.modules["torch"].uint8)
         return tuple(leaf.shape), str(leaf.dtype), raw.numpy().tobytes()
@@ -148,19 +176,25 @@ class Server:
         return {"names": _describe_names(module, request["names"])}
 
     def call(self, request: dict) -> dict:
-        args = decode(request["args"])
-        kwargs = decode(request["kwargs"])
+        args = decode(request["args"], rebuild=_rebuild)
+        kwargs = decode(request["kwargs"], rebuild=_rebuild)
         function = getattr(self.modules[request["module"]], request["name"])
-        leaves = array_leaves([args, kwargs])
+        leaves = mutable_leaves([args, kwargs])
         before = [_fingerprint(leaf) for leaf in leaves]
+        # torch's global generator continues from the test's, so torch.manual_seed works.
+        # Set after rebuilding the arguments: a model's constructor may draw from it.
+        if "torch_rng" in request:
+            sys.modules["torch"].set_rng_state(decode(request["torch_rng"]))
         result = function(*args, **kwargs)
-        # In-place changes to array arguments go back too, so tests that forbid them still see them.
-        mutated = [
-            [i, encode(leaf)] for i, leaf in enumerate(leaves) if _fingerprint(leaf) != before[i]
-        ]
+        # In-place changes to arguments go back too, so tests that forbid them still see them.
+        mutated = [[i, encode(_state(leaf))] for i, leaf in enumerate(leaves)
+                   if _fingerprint(leaf) != before[i]]  # fmt: skip
+        reply = {"mutated": mutated}
+        if "torch_rng" in request:
+            reply["torch_rng"] = encode(sys.modules["torch"].get_rng_state())
         if not request.get("keep_graph"):
-            return {"value": encode(result), "mutated": mutated}
-        return self._keep_graph(request["id"], args, kwargs, result) | {"mutated": mutated}
+            return reply | {"value": encode(result)}
+        return reply | self._keep_graph(request["id"], args, kwargs, result)
 
     def _keep_graph(self, call_id: int, args, kwargs, result) -> dict:
         torch = sys.modules["torch"]

@@ -98,11 +98,11 @@ def sandbox_warning() -> str | None:
 
 
 def _kit_files() -> list[Path]:
-    """The kit files the child may see: the sandbox package, and the tiny GPT tests hand over."""
+    """The kit files the child may see: the sandbox package, and the models tests hand over."""
     sandbox_dir = Path(__file__).resolve().parent
     grader_dir = sandbox_dir.parent
     reference_dir = grader_dir.parent / "reference"
-    wanted = [grader_dir / "__init__.py", sandbox_dir]
+    wanted = [grader_dir / "__init__.py", grader_dir / "toy_models.py", sandbox_dir]
     wanted += [reference_dir / "__init__.py", reference_dir / "gpt.py"]
     return [path for path in wanted if path.exists()]
 

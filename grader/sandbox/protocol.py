@@ -2,19 +2,28 @@
 
 Both sides import this module. The trusted side decodes whatever the child sends with
 `decode`, which rebuilds only plain values (None, bool, int, float, str, list, tuple, dict,
-numpy arrays and scalars of an allowed dtype, torch tensors) within size caps. Anything else
-is refused: a student's object can never reach a test, so a lying ``__eq__`` has nothing to
-lie with. Arrays travel as base64 of their raw little-endian bytes with dtype and shape.
+numpy arrays and scalars of an allowed dtype, torch tensors, and records: the fields of a
+dataclass, which come back as a SimpleNamespace) within size caps. Anything else is refused:
+a student's object can never reach a test, so a lying ``__eq__`` has nothing to lie with.
+Arrays travel as base64 of their raw little-endian bytes with dtype and shape.
+
+Towards the child, two kinds of objects the tests hand over travel too, as data the child
+rebuilds them from (see ``child.py``): a torch Generator (device and state), and one of the
+kit's toy models (``grader/toy_models.py``: class name, constructor arguments and weights).
 """
 
 from __future__ import annotations
 
 import base64
 import builtins
+import dataclasses
 import json
 import math
 import os
 import struct
+import sys
+from collections.abc import Callable
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -48,7 +57,7 @@ class ProtocolError(Exception):
 
 
 class UnsupportedValue(TypeError):
-    """A value that cannot cross the boundary (a student's own object, a generator, ...)."""
+    """A value that cannot cross the boundary (a student's own object, a Python generator, ...)."""
 
 
 # ---------------------------------------------------------------- frames
@@ -152,19 +161,45 @@ def encode(value, depth: int = 0):
                 raise UnsupportedValue(f"dict keys must be str or int, not {type(key).__name__}")
             pairs.append([encode(key, depth + 1), encode(item, depth + 1)])
         return {"__t": "dict", "items": pairs}
-    torch_payload = _encode_tensor(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = [[f.name, encode(getattr(value, f.name), depth + 1)]
+                  for f in dataclasses.fields(value)]  # fmt: skip
+        return {"__t": "record", "fields": fields}
+    torch_payload = _encode_torch(value, depth)
     if torch_payload is not None:
         return torch_payload
     raise UnsupportedValue(
         f"a value of type {type(value).__name__} cannot cross the sandbox: only numbers, "
-        "strings, bytes, lists, tuples, dicts and arrays can"
+        "strings, bytes, lists, tuples, dicts, dataclasses, arrays and tensors can (and the "
+        "toy models of grader/toy_models.py)"
     )
 
 
-def _encode_tensor(value):
+def _encode_torch(value, depth: int):
     torch = _torch_if_loaded()
-    if torch is None or not isinstance(value, torch.Tensor):
+    if torch is None:
         return None
+    if isinstance(value, torch.Tensor):
+        return _encode_tensor(value)
+    if isinstance(value, torch.Generator):
+        state = encode(value.get_state(), depth + 1)
+        return {"__t": "generator", "device": str(value.device), "state": state}
+    toy_models = sys.modules.get("grader.toy_models")  # loaded by the tests that use them
+    if toy_models is not None and isinstance(value, toy_models.ToyLM):
+        name = type(value).__name__
+        if toy_models.MODELS.get(name) is not type(value):
+            raise UnsupportedValue(f"the model class {name} is not one the sandbox rebuilds")
+        return {
+            "__t": "module",
+            "class": name,
+            "kwargs": encode(value.init_kwargs, depth + 1),
+            "state": encode(dict(value.state_dict()), depth + 1),
+        }
+    return None
+
+
+def _encode_tensor(value) -> dict:
+    torch = _torch_if_loaded()
     tensor = value.detach().cpu()
     dtype = str(tensor.dtype).removeprefix("torch.")
     travel = TORCH_ONLY_DTYPES.get(dtype)
@@ -179,8 +214,6 @@ def _encode_tensor(value):
 
 def _torch_if_loaded():
     # Only numpy problems run in the browser; torch is touched only if a torch problem loaded it.
-    import sys
-
     return sys.modules.get("torch")
 
 
@@ -220,8 +253,15 @@ def _decode_array(payload: dict, budget: _Budget) -> np.ndarray:
     return np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="), copy=True).reshape(shape)
 
 
-def decode(obj, depth: int = 0, budget: _Budget | None = None):
-    """Rebuild a value from `encode`'s form, refusing anything else."""
+Rebuild = Callable[[dict, Callable], object]
+
+
+def decode(obj, depth: int = 0, budget: _Budget | None = None, rebuild: Rebuild | None = None):
+    """Rebuild a value from `encode`'s form, refusing anything else.
+
+    Objects (generators, toy models) are refused unless `rebuild` is given: the child passes
+    one, called with the object's form and a function that decodes the values inside it.
+    """
     budget = budget or _Budget()
     if depth > MAX_DEPTH:
         raise ProtocolError("the value is nested too deeply")
@@ -233,7 +273,7 @@ def decode(obj, depth: int = 0, budget: _Budget | None = None):
         return obj
     if isinstance(obj, list):
         budget.spend(len(obj))
-        return [decode(item, depth + 1, budget) for item in obj]
+        return [decode(item, depth + 1, budget, rebuild) for item in obj]
     if not isinstance(obj, dict):
         raise ProtocolError(f"unexpected JSON value of type {type(obj).__name__}")
     tag = obj.get("__t")
@@ -247,15 +287,15 @@ def decode(obj, depth: int = 0, budget: _Budget | None = None):
             raise ProtocolError(f"bad {tag}")
         budget.spend(len(items))
         if tag == "tuple":
-            return tuple(decode(item, depth + 1, budget) for item in items)
+            return tuple(decode(item, depth + 1, budget, rebuild) for item in items)
         result = {}
         for pair in items:
             if not isinstance(pair, list) or len(pair) != 2:
                 raise ProtocolError("bad dict item")
-            key = decode(pair[0], depth + 1, budget)
+            key = decode(pair[0], depth + 1, budget, rebuild)
             if not isinstance(key, str | int) or isinstance(key, bool):
                 raise ProtocolError("bad dict key")
-            result[key] = decode(pair[1], depth + 1, budget)
+            result[key] = decode(pair[1], depth + 1, budget, rebuild)
         return result
     if tag == "bytes":
         data = obj.get("data")
@@ -274,7 +314,26 @@ def decode(obj, depth: int = 0, budget: _Budget | None = None):
         return array[()]
     if tag == "tensor":
         return _decode_tensor(obj, budget)
+    if tag == "record":
+        return _decode_record(obj, lambda inner: decode(inner, depth + 1, budget, rebuild))
+    if tag in ("generator", "module") and rebuild is not None:
+        return rebuild(obj, lambda inner: decode(inner, depth + 1, budget, rebuild))
     raise ProtocolError(f"unknown value tag {tag!r}")
+
+
+def _decode_record(obj: dict, decode_inner: Callable) -> SimpleNamespace:
+    fields = obj.get("fields")
+    if not isinstance(fields, list) or len(fields) > 256:
+        raise ProtocolError("bad record")
+    values = {}
+    for pair in fields:
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ProtocolError("bad record field")
+        name, value = pair
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+            raise ProtocolError(f"bad record field name {name!r}")
+        values[name] = decode_inner(value)
+    return SimpleNamespace(**values)
 
 
 def _decode_tensor(obj: dict, budget: _Budget):
@@ -293,22 +352,24 @@ def _decode_tensor(obj: dict, budget: _Budget):
     return tensor
 
 
-def array_leaves(value, found: list | None = None) -> list:
-    """The numpy arrays and torch tensors in nested lists/tuples/dict values, in order.
+def mutable_leaves(value, found: list | None = None) -> list:
+    """The numpy arrays, torch tensors and generators in nested lists/tuples/dicts, in order.
 
     Both sides walk the same arguments in the same order, so an index names the same array
-    on each side (for in-place changes and gradients).
+    (or generator) on each side, for in-place changes and gradients.
     """
     found = [] if found is None else found
     torch = _torch_if_loaded()
-    if isinstance(value, np.ndarray) or (torch is not None and isinstance(value, torch.Tensor)):
+    if isinstance(value, np.ndarray) or (
+        torch is not None and isinstance(value, torch.Tensor | torch.Generator)
+    ):
         found.append(value)
     elif isinstance(value, list | tuple):
         for item in value:
-            array_leaves(item, found)
+            mutable_leaves(item, found)
     elif isinstance(value, dict):
         for item in value.values():
-            array_leaves(item, found)
+            mutable_leaves(item, found)
     return found
 
 

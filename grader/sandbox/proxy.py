@@ -27,7 +27,7 @@ from types import SimpleNamespace
 
 from grader.loader import Unavailable, implemented_names
 from grader.sandbox.launch import Limits, SandboxFailure, SandboxProcess, sandbox_mode
-from grader.sandbox.protocol import UnsupportedValue, array_leaves, decode, encode
+from grader.sandbox.protocol import UnsupportedValue, decode, encode, mutable_leaves
 
 LIMITS_ENV = "GRPO_KIT_SANDBOX_LIMITS"  # JSON of Limits fields, set by the batch grader
 MAX_WARM_CHILDREN = 2
@@ -194,26 +194,25 @@ class Submission:
             raise SubmissionError(
                 f"this test's arguments cannot be sent to the sandbox: {exc}"
             ) from None
+        # torch's global generator travels like an argument: the child draws from the test's,
+        # and the test's continues from where the child's stopped, as in one process.
+        rng = _torch_global_generator() if self.child.torch else None
+        if rng is not None:
+            message["torch_rng"] = encode(rng.get_state())
         reply = self.request(message)
         if "error" in reply:
             raise _student_exception(reply["error"], self.limits)
-        self._apply_mutations(reply.get("mutated") or [], array_leaves([list(args), kwargs]))
+        self._apply_mutations(reply.get("mutated") or [], mutable_leaves([list(args), kwargs]))
+        if rng is not None:
+            self._apply_mutations([[0, reply.get("torch_rng")]], [rng])
         return reply
 
     def _apply_mutations(self, mutated: list, leaves: list) -> None:
-        """Mirror the student's in-place changes to array arguments onto the test's arrays."""
+        """Mirror the student's in-place changes to arguments onto the test's own objects."""
         for entry in mutated:
             try:
                 index, encoded = entry
-                target, new = leaves[index], decode(encoded)
-                if type(new) is not type(target) or tuple(new.shape) != tuple(target.shape):
-                    raise ValueError("an argument changed its type or shape")
-                if hasattr(target, "detach"):
-                    if target.requires_grad:
-                        continue  # in-place on a leaf that requires grad fails locally as well
-                    target.detach().copy_(new)
-                else:
-                    target[...] = new
+                _mirror(leaves[index], decode(encoded))
             except Exception as exc:  # noqa: BLE001 - malformed data is the submission's fault
                 self._die(f"{self.slug}.py sent back a modified argument that is not valid: {exc}")
 
@@ -222,6 +221,26 @@ class Submission:
             return decode(reply.get("value"))
         except Exception as exc:  # noqa: BLE001 - any malformed value is the submission's fault
             self._die(f"{self.slug}.py returned data that cannot be graded: {exc}")
+
+
+def _torch_global_generator():
+    import torch  # a torch problem's tests have imported it already
+
+    return torch.default_generator
+
+
+def _mirror(target, new) -> None:
+    """Give the test's array, tensor or generator the value or state its copy ended with."""
+    current = target.get_state() if hasattr(target, "get_state") else target
+    if type(new) is not type(current) or tuple(new.shape) != tuple(current.shape):
+        raise ValueError("an argument changed its type or shape")
+    if hasattr(target, "set_state"):  # a torch Generator
+        target.set_state(new)
+    elif hasattr(target, "detach"):
+        if not target.requires_grad:  # in-place on a leaf that requires grad fails locally too
+            target.detach().copy_(new)
+    else:
+        target[...] = new
 
 
 def _import_failure(slug: str, error: dict | None) -> str:
