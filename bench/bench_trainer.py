@@ -167,7 +167,7 @@ def run_trl(model, task: Task, s: Settings, workdir: Path) -> Result:
         report_to="none", save_strategy="no", disable_tqdm=True, use_cpu=not cuda, bf16=cuda,
         use_vllm=False, dataloader_num_workers=0,
         # TRL's default recomputes activations in the backward pass, trading time for memory;
-        # off by default here, so that both trainers do the same computation.
+        # off by default here, as in the kit, which keeps the activations too.
         gradient_checkpointing=s.trl_gradient_checkpointing,
     )  # fmt: skip
     clock = StepClock()

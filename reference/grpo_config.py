@@ -108,7 +108,7 @@ class Rollout:
     rewards: torch.Tensor  # (N,)
     advantages: torch.Tensor  # (N,)
     truncated: torch.Tensor  # (N,) bool: the completion never emitted EOS
-    old_logps: torch.Tensor | None = None  # (N, L) cached when num_iterations > 1
+    old_logps: torch.Tensor | None = None  # (N, L) the sampling policy's: optimize fills it in
     ref_logps: torch.Tensor | None = None  # (N, L) cached when beta > 0
     prompt_mask: torch.Tensor | None = None  # (N, P) left-padded prompts: 1 = real token
 

@@ -1,10 +1,12 @@
 """Reference solution of the capstone: one GRPO training step, built from the earlier problems.
 
     generate_rollout   sample G completions per prompt, score them, compute group advantages,
-                       cache the old-policy and reference log-probs the updates need
+                       cache the reference log-probs the updates need
     completion_logps   per-token log-probs of the completion tokens under a model
+                       (completion_logits reads a group's shared prompt only once)
     compute_loss       the GRPO loss of a (micro-)batch under the current policy
-    optimize           num_iterations updates on one rollout, in micro-batches
+    optimize           num_iterations updates on one rollout, in micro-batches; the first one
+                       also gives the old policy's log-probs the later ones need
     grpo_step          generate_rollout + optimize
 
 Every formula comes from the reference solution of its own problem; this module only wires
@@ -19,11 +21,17 @@ from collections.abc import Callable, Sequence
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 
 from reference.group_advantages import group_advantages
 from reference.grpo_config import GRPOConfig, Rollout
 from reference.grpo_loss_torch import grpo_loss
-from reference.sample_group import position_ids, sample_group
+from reference.sample_group import (
+    accepts_kv_cache,
+    position_ids,
+    sample_group,
+    select_cache_rows,
+)
 from reference.token_logprobs import token_logprobs
 
 # reward_fn(completion_ids (N, L), answers: one per row) -> N rewards
@@ -38,17 +46,58 @@ def completion_logps(
     attention_mask: torch.Tensor | None = None,  # (N, P + L) for left-padded prompts
 ) -> torch.Tensor:
     """(N, L) log-probs of the completion tokens, from logits divided by the temperature."""
-    extra = {}
-    if attention_mask is None:
-        attention_mask = torch.ones_like(input_ids)
-    else:  # positions as when sampling: counting real tokens only
-        positions = position_ids(model, attention_mask)
-        extra = {} if positions is None else {"position_ids": positions}
     with config.autocast(input_ids.device):
-        output = model(input_ids, attention_mask=attention_mask, **extra)
-    logits = output if isinstance(output, torch.Tensor) else output.logits  # (N, P + L, V)
-    # float32 whatever the autocast dtype: ratios of bf16 log-probs are far too coarse.
-    return token_logprobs(logits.float(), input_ids, prompt_length, config.temperature)
+        logits = completion_logits(model, input_ids, prompt_length, attention_mask)  # (N, L, V)
+    # A zero row stands in for the logits at the last token, which token_logprobs would drop
+    # anyway. float32 whatever the autocast dtype: ratios of bf16 log-probs are far too coarse.
+    window = F.pad(logits.float(), (0, 0, 0, 1))  # (N, L + 1, V) from the last prompt token on
+    return token_logprobs(window, input_ids[:, prompt_length - 1 :], 1, config.temperature)
+
+
+def completion_logits(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,  # (N, P + L)
+    prompt_length: int,
+    attention_mask: torch.Tensor | None = None,  # (N, P + L), None: no padding
+) -> torch.Tensor:
+    """(N, L, V) the logits at positions P - 1 .. P + L - 2, those that predict the completion.
+
+    The model reads only what it must. The last token predicts nothing that is scored: it is
+    left out. Consecutive rows with the same prompt (a group) share it: a model that takes a
+    KV cache reads each prompt once, and its keys and values serve every completion of the
+    group (the gradients of the copies add up in the backward pass). With G completions per
+    prompt this about halves the work when prompts are as long as completions.
+    """
+    P, T = prompt_length, input_ids.shape[1]
+    padded = attention_mask is not None
+    mask = attention_mask if padded else torch.ones_like(input_ids)
+    # Positions as when sampling, counting real tokens only, for a model that takes them.
+    positions = position_ids(model, mask) if padded else None
+
+    def run(rows, start: int, end: int, **cache):
+        """The model on tokens start .. end - 1 of `rows`, the tokens before them cached."""
+        extra = {} if positions is None else {"position_ids": positions[rows, start:end]}
+        return model(input_ids[rows, start:end], attention_mask=mask[rows, :end], **extra, **cache)
+
+    every_row = slice(None)
+    prompts = torch.cat([input_ids[:, :P], mask[:, :P]], dim=1)  # (N, 2P) tokens and padding
+    _, group_of_row, group_sizes = torch.unique_consecutive(
+        prompts, dim=0, return_inverse=True, return_counts=True
+    )  # (N,) and (n_groups,)
+    repeated = len(group_sizes) < len(prompts) and P < T - 1  # and a token after the prompt
+    if not (repeated and accepts_kv_cache(getattr(model, "module", model))):
+        return _logits(run(every_row, 0, T - 1))[:, P - 1 :]  # (N, L, V)
+
+    first_rows = torch.cumsum(group_sizes, dim=0) - group_sizes  # (n_groups,)
+    prompt_output = run(first_rows, 0, P, use_cache=True)  # logits (n_groups, P, V)
+    past = select_cache_rows(prompt_output.past_key_values, group_of_row)  # each row's prompt
+    output = run(every_row, P, T - 1, past_key_values=past, use_cache=True)  # (N, L - 1, V)
+    last_prompt_logits = _logits(prompt_output)[group_of_row, -1:]  # (N, 1, V)
+    return torch.cat([last_prompt_logits, _logits(output)], dim=1)  # (N, L, V)
+
+
+def _logits(output) -> torch.Tensor:
+    return output if isinstance(output, torch.Tensor) else output.logits
 
 
 @torch.no_grad()
@@ -100,12 +149,11 @@ def generate_rollout(
         truncated=truncated,
         prompt_mask=None if prompt_mask is None else prompt_mask.to(device).repeat_interleave(G, 0),
     )
-    P, attention = prompt_ids.shape[1], rollout.attention_mask  # None: no padding
-    # Computed once here, not at each update: the policy that sampled is gone after one step.
-    if config.num_iterations > 1:
-        rollout.old_logps = completion_logps(policy, rollout.input_ids, P, config, attention)
+    # The old policy's log-probs need no pass of their own: optimize's first iteration gives them.
     if config.beta > 0 and ref_model is not None:
-        rollout.ref_logps = completion_logps(ref_model, rollout.input_ids, P, config, attention)
+        rollout.ref_logps = completion_logps(
+            ref_model, rollout.input_ids, prompt_ids.shape[1], config, rollout.attention_mask
+        )
     return rollout
 
 
@@ -119,7 +167,8 @@ def compute_loss(
     logps = completion_logps(
         policy, rollout.input_ids, rollout.prompt_ids.shape[1], config, rollout.attention_mask
     )
-    # One update per batch: the old policy is the current one, so rho = 1 but its gradient is not 0.
+    # None at the first iteration: the current policy is the one that sampled, so rho = 1 (but
+    # its gradient is not 0), and optimize keeps these log-probs as the old ones.
     old = rollout.old_logps if rollout.old_logps is not None else logps.detach()
     ref = rollout.ref_logps if rollout.ref_logps is not None else logps.detach()
     loss = grpo_loss(
@@ -154,17 +203,16 @@ def optimize(
     config: GRPOConfig,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
 ) -> dict:
-    """num_iterations optimizer steps on one rollout.
+    """num_iterations optimizer steps on one rollout; fills in rollout.old_logps (N, L).
 
     Returns the last iteration's loss and gradient norm (floats) and its log-probs (N, L),
     taken before that iteration's update (the ratios and the KL of the metrics use them).
     """
     micro_batches = rollout.split(config.gradient_accumulation_steps, config.num_generations)
     normalizer = _normalizer(rollout, config)
-    losses, grad_norms, logps = [], [], []
     for _ in range(config.num_iterations):
         optimizer.zero_grad(set_to_none=True)
-        total, logps = 0.0, []
+        loss_sum, logps = 0.0, []
         for i, micro in enumerate(micro_batches):
             # Under DDP only the last backward of a step averages the gradients across processes.
             last = i == len(micro_batches) - 1
@@ -172,8 +220,15 @@ def optimize(
             with policy.no_sync() if skip_sync else contextlib.nullcontext():
                 loss, micro_logps = compute_loss(policy, micro, config, normalizer)
                 loss.backward()  # micro-batch losses share one normalizer: their sum is the loss
-            total += float(loss.detach())
+            loss_sum += loss.detach()
             logps.append(micro_logps)
+            if micro.old_logps is None:
+                # First iteration: no optimizer step has happened yet (in any micro-batch or
+                # process), so the policy is still the one that sampled and these are the old
+                # log-probs a separate pass would recompute. Exact because the forward pass is
+                # deterministic: reference.gpt has no dropout (with dropout on, a separate pass
+                # would draw other masks: no closer to the sampling policy's log-probs).
+                micro.old_logps = micro_logps
         params = [p for p in policy.parameters() if p.grad is not None]
         grad_norm = torch.nn.utils.clip_grad_norm_(
             params, config.max_grad_norm if config.max_grad_norm is not None else float("inf")
@@ -181,10 +236,9 @@ def optimize(
         optimizer.step()
         if scheduler is not None:
             scheduler.step()
-        losses.append(total)
-        grad_norms.append(float(grad_norm))
     optimizer.zero_grad(set_to_none=True)
-    return {"loss": losses[-1], "grad_norm": grad_norms[-1], "logps": torch.cat(logps)}
+    rollout.old_logps = torch.cat([micro.old_logps for micro in micro_batches])  # for metrics
+    return {"loss": float(loss_sum), "grad_norm": float(grad_norm), "logps": torch.cat(logps)}
 
 
 def grpo_step(

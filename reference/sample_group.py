@@ -1,8 +1,9 @@
 """Reference solution, and the trainer's generation step: sample a group of completions per prompt.
 
 All B * G completions are sampled together, one token per step for every row at once. When the
-model follows the Hugging Face KV-cache convention, the prompt goes through the model once and
-every later step feeds only the newest token; otherwise each step re-reads the whole sequence.
+model follows the Hugging Face KV-cache convention, each prompt goes through the model once,
+for all G of its completions, and every later step feeds only the newest token; otherwise each
+step re-reads the whole sequence.
 """
 
 from __future__ import annotations
@@ -98,6 +99,21 @@ def position_ids(model, attention_mask: torch.Tensor) -> torch.Tensor | None:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+def select_cache_rows(past, rows: torch.Tensor):
+    """The KV cache of the batch rows `rows` (an index tensor, repeats allowed).
+
+    `past` is what the model returned as `past_key_values`: tensors with the batch first,
+    nested in tuples (one (keys, values) pair per layer, as reference.gpt returns), or a
+    transformers Cache, which selects in place.
+    """
+    if isinstance(past, torch.Tensor):
+        return past[rows]
+    if isinstance(past, tuple | list):
+        return type(past)(select_cache_rows(part, rows) for part in past)
+    past.batch_select_indices(rows)
+    return past
+
+
 def _check_prompt_mask(prompt_mask: torch.Tensor, prompt_ids: torch.Tensor) -> None:
     if not isinstance(prompt_mask, torch.Tensor) or prompt_mask.shape != prompt_ids.shape:
         raise ValueError(
@@ -169,23 +185,30 @@ def sample_group(
     eos_tensor = torch.tensor(eos, device=device)
     finished = torch.zeros(rows, dtype=torch.bool, device=device)
 
+    prompt_of_row = torch.arange(rows, device=device) // num_generations  # (rows,)
     past = None
     for step in range(max_new_tokens):
         end = prompt_length + step
         # With a cache only the newest token is new; a model that returned none rereads it all.
         inputs = sequences[:, end - 1 : end] if past is not None else sequences[:, :end]
+        fed = slice(None)  # the rows the model reads
+        if use_cache and step == 0:  # the G copies of a prompt share its keys and values:
+            fed = slice(None, None, num_generations)  # read each prompt once, rows 0, G, 2G, ...
         extra = {}
         if positions is not None:  # the positions of the tokens fed, as the mask counts them
-            extra["position_ids"] = positions[:, end - inputs.shape[1] : end]
+            extra["position_ids"] = positions[fed, end - inputs.shape[1] : end]
         if use_cache:
             output = model(
-                inputs, attention_mask=attention_mask[:, :end], past_key_values=past,
+                inputs[fed], attention_mask=attention_mask[fed, :end], past_key_values=past,
                 use_cache=True, **extra,
             )  # fmt: skip
             past = output.past_key_values
         else:
             output = model(inputs, attention_mask=attention_mask[:, :end], **extra)
         logits = output if isinstance(output, torch.Tensor) else output.logits
+        if use_cache and step == 0:  # one row per prompt -> its G copies
+            logits = logits[prompt_of_row, -1:]  # (rows, 1, V)
+            past = None if past is None else select_cache_rows(past, prompt_of_row)
         # Sample in float32 whatever the model's dtype: bf16 log-probs are too coarse.
         step_logprobs = torch.log_softmax(
             sampling_logits(logits[:, -1, :].float(), temperature, top_k, top_p), dim=-1

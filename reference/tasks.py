@@ -7,6 +7,7 @@ by a fixed permutation, into a training set and a held-out evaluation set.
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass, field
 
@@ -66,6 +67,17 @@ def exact_match_reward(completions: list[str], answers: list[str]) -> list[float
     return [float(c == a) for c, a in zip(completions, answers, strict=True)]
 
 
+@functools.lru_cache(maxsize=8)
+def fixed_split(num_inputs: int, eval_size: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(training inputs, held-out inputs) of 0 .. num_inputs - 1, by a fixed permutation.
+
+    Cached: shuffling every input costs more than a whole batch of prompts, and never changes.
+    """
+    order = list(range(num_inputs))
+    random.Random(0).shuffle(order)  # fixed: the held-out set never changes
+    return tuple(order[eval_size:]), tuple(order[:eval_size])
+
+
 @dataclass
 class Task:
     """A family of (prompt, answer) pairs indexed by the integers 0 .. num_inputs - 1."""
@@ -83,16 +95,11 @@ class Task:
     def reward(self, completions: list[str], answers: list[str]) -> list[float]:
         return dense_match_reward(completions, answers)
 
-    def _split(self) -> tuple[list[int], list[int]]:
-        order = list(range(self.num_inputs))
-        random.Random(0).shuffle(order)  # fixed: the held-out set never changes
-        return order[self.eval_size :], order[: self.eval_size]
-
     def inputs(self, split: str) -> list[int]:
         if split not in ("train", "eval"):
             raise ValueError(f"split must be 'train' or 'eval', not {split!r}")
-        train, held_out = self._split()
-        return train if split == "train" else held_out
+        train, held_out = fixed_split(self.num_inputs, self.eval_size)
+        return list(train if split == "train" else held_out)  # a copy: the cache stays intact
 
     def batch(self, inputs: list[int]) -> tuple[torch.Tensor, list[str]]:
         """Prompt token ids (len(inputs), prompt_length) and the answer strings."""
@@ -102,7 +109,7 @@ class Task:
 
     def sample(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, list[str]]:
         """n training prompts drawn with replacement, reproducibly from `generator`."""
-        train = self.inputs("train")
+        train, _ = fixed_split(self.num_inputs, self.eval_size)
         picks = torch.randint(len(train), (n,), generator=generator).tolist()
         return self.batch([train[i] for i in picks])
 

@@ -1,5 +1,6 @@
 """The trainer learns, and its seams hold: cached log-probs, micro-batches, resume, metrics."""
 
+import inspect
 import json
 
 import pytest
@@ -85,12 +86,90 @@ def test_run_plot_is_written(trained, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_cached_old_logps_equal_fresh_ones_at_the_first_iteration():
+@pytest.mark.parametrize("micro_batches", [1, 3])
+def test_cached_old_logps_equal_fresh_ones_at_the_first_iteration(micro_batches):
     policy = tiny_policy()
-    rollout, config = a_rollout(policy, num_iterations=2)
+    rollout, config = a_rollout(policy, num_iterations=2, gradient_accumulation_steps=micro_batches)
     fresh = completion_logps(policy, rollout.input_ids, rollout.prompt_ids.shape[1], config)
+    optimize(policy, torch.optim.AdamW(policy.parameters(), lr=1e-2), rollout, config)
     mask = rollout.completion_mask.bool()
     torch.testing.assert_close(rollout.old_logps[mask], fresh.detach()[mask])
+
+
+def test_old_logps_from_the_first_iteration_give_the_update_of_a_separate_pass():
+    """Taking the old log-probs from the first update's forward pass changes nothing."""
+    updated = []
+    for separate_pass in (False, True):
+        policy = tiny_policy()
+        rollout, config = a_rollout(policy, num_iterations=3, beta=0.0,
+                                    gradient_accumulation_steps=2)  # fmt: skip
+        if separate_pass:
+            with torch.no_grad():
+                P = rollout.prompt_ids.shape[1]
+                rollout.old_logps = completion_logps(policy, rollout.input_ids, P, config)
+        optimize(policy, torch.optim.AdamW(policy.parameters(), lr=1e-2), rollout, config)
+        updated.append(params(policy))
+    for a, b in zip(*updated, strict=True):
+        torch.testing.assert_close(b, a)
+
+
+class WithoutCache(torch.nn.Module):
+    """The same model through the plain interface (no KV cache): every row reads its prompt."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None):
+        takes_positions = "position_ids" in inspect.signature(self.model.forward).parameters
+        extra = {"position_ids": position_ids} if takes_positions else {}
+        return self.model(input_ids, attention_mask=attention_mask, **extra).logits
+
+
+def shared_prompt_model(kind: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    vocab = TASK.tokenizer.vocab_size
+    if kind == "kit_gpt":
+        return GPT(GPTConfig(vocab_size=vocab, block_size=12))
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    if kind == "hf_llama":
+        return transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+        ))  # fmt: skip
+    return transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=32,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,  # two passes must agree
+    ))  # fmt: skip
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["same_length", "left_padded"])
+@pytest.mark.parametrize("kind", ["kit_gpt", "hf_llama", "hf_gpt2"])
+def test_a_group_reads_its_prompt_once_with_the_same_logps_and_gradients(kind, padded):
+    model = shared_prompt_model(kind)
+    G, P, L = 3, 6, 5
+    prompts = torch.randint(2, 14, (4, P), generator=torch.Generator().manual_seed(0))
+    prompt_mask = torch.ones_like(prompts)
+    if padded:
+        prompt_mask[0, :2] = prompt_mask[2, :4] = 0
+        prompts = prompts.masked_fill(prompt_mask == 0, TASK.tokenizer.pad_id)
+    completions = torch.randint(2, 14, (4 * G, L), generator=torch.Generator().manual_seed(1))
+    input_ids = torch.cat([prompts.repeat_interleave(G, 0), completions], dim=1)
+    attention = None
+    if padded:
+        attention = torch.cat([prompt_mask.repeat_interleave(G, 0), torch.ones_like(completions)], 1)
+    config = GRPOConfig(max_completion_length=L, num_generations=G, temperature=0.7)
+    read = []
+    hook = model.register_forward_pre_hook(lambda _, args: read.append(args[0].numel()))
+    shared = completion_logps(model, input_ids, P, config, attention)
+    hook.remove()
+    assert sum(read) == 4 * P + 4 * G * (L - 1), "each prompt read once, the last token never"
+    plain = completion_logps(WithoutCache(model), input_ids, P, config, attention)
+    torch.testing.assert_close(shared, plain, atol=1e-5, rtol=1e-5)
+    weights = next(model.parameters())
+    (g_shared,) = torch.autograd.grad((shared * completions).sum(), weights)
+    (g_plain,) = torch.autograd.grad((plain * completions).sum(), weights)
+    torch.testing.assert_close(g_shared, g_plain, atol=1e-5, rtol=1e-4)
 
 
 def test_loss_is_about_zero_at_every_step_while_parameters_change(tmp_path):

@@ -64,8 +64,8 @@ def generate_rollout(
         generator: the random stream for sampling.
 
     Returns:
-        A Rollout with every field filled in; old_logps only when config.num_iterations > 1,
-        ref_logps only when config.beta > 0 and there is a reference model.
+        A Rollout with every field filled in but old_logps (optimize's first iteration gives
+        them); ref_logps only when config.beta > 0 and there is a reference model.
     """
     raise NotImplementedError("generate_rollout is not implemented yet: write its body")
 
@@ -77,6 +77,9 @@ def compute_loss(
     normalizer: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The GRPO loss of `rollout` under the current policy.
+
+    The old log-probs are rollout.old_logps, or the current ones, detached, while it is None
+    (the first iteration: the current policy is the one that sampled).
 
     Returns:
         (loss, logps): the 0-d loss to minimize, differentiable, and the current per-token
@@ -94,6 +97,9 @@ def optimize(
 ) -> dict:
     """config.num_iterations optimizer steps on one rollout, each over
     config.gradient_accumulation_steps micro-batches, with gradient clipping.
+
+    The first iteration's log-probs are the old ones of the later iterations; set
+    rollout.old_logps (N, L) to them.
 
     Returns:
         {"loss": float, "grad_norm": float, "logps": (N, L) tensor} of the last iteration.

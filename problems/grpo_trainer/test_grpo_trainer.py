@@ -120,17 +120,6 @@ def test_scale_rewards_none_only_centers_the_rewards(impl):
     torch.testing.assert_close(r.advantages.float(), expected, atol=1e-5, rtol=1e-5)
 
 
-def test_old_logps_are_cached_only_for_several_iterations_and_equal_fresh_ones(impl):
-    policy = tiny_gpt()
-    assert rollout_of(impl, policy, num_iterations=1).old_logps is None
-    r = rollout_of(impl, policy, num_iterations=3)
-    assert r.old_logps is not None, "old_logps must be cached when num_iterations > 1"
-    assert not r.old_logps.requires_grad, "cached log-probs must carry no gradient"
-    fresh = manual_logps(policy, torch.cat([r.prompt_ids, r.completion_ids], 1), 5)
-    mask = r.completion_mask.bool()
-    torch.testing.assert_close(r.old_logps[mask], fresh[mask].detach(), atol=1e-5, rtol=1e-5)
-
-
 def test_reference_logps_come_from_the_reference_model(impl):
     policy, ref = tiny_gpt(0), tiny_gpt(1)
     assert rollout_of(impl, policy, ref, beta=0.0).ref_logps is None
@@ -193,7 +182,8 @@ def test_loss_gradient_is_the_policy_gradient(impl):
 def test_loss_uses_the_cached_old_and_reference_logps(impl):
     policy = tiny_gpt(0)
     r = rollout_of(impl, policy, tiny_gpt(1), num_iterations=2, beta=0.3)
-    r.old_logps = r.old_logps - 0.1  # as if the policy had moved since sampling
+    sampled = manual_logps(policy, torch.cat([r.prompt_ids, r.completion_ids], 1), 5).detach()
+    r.old_logps = sampled - 0.1  # as if the policy had moved since sampling
     loss, logps = impl.compute_loss(policy, r, config(num_iterations=2, beta=0.3))
     mask = r.completion_mask.float()
     rho = torch.exp(logps - r.old_logps)
@@ -241,6 +231,38 @@ def test_optimize_steps_the_scheduler_after_each_update(impl):
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5**step)
     impl.optimize(policy, optimizer, r, config(num_iterations=3), scheduler)
     assert scheduler.last_epoch == 3, f"3 updates stepped the scheduler {scheduler.last_epoch} times"
+
+
+def test_optimize_keeps_the_first_iterations_logps_as_the_old_ones(impl):
+    policy = tiny_gpt()
+    r = rollout_of(impl, policy, num_iterations=3)
+    sampled = manual_logps(policy, torch.cat([r.prompt_ids, r.completion_ids], 1), 5).detach()
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)
+    impl.optimize(policy, optimizer, r, config(num_iterations=3, gradient_accumulation_steps=3))
+    assert r.old_logps is not None, "optimize must fill in rollout.old_logps"
+    assert not r.old_logps.requires_grad, "the old log-probs must carry no gradient"
+    mask = r.completion_mask.bool()
+    torch.testing.assert_close(r.old_logps[mask], sampled[mask], atol=1e-5, rtol=1e-5,
+                               msg="old_logps must be the log-probs of the policy that sampled")  # fmt: skip
+
+
+def test_later_iterations_take_the_ratio_against_the_policy_that_sampled(impl):
+    policy = tiny_gpt()
+    r = rollout_of(impl, policy, num_iterations=3)
+    sampled = manual_logps(policy, torch.cat([r.prompt_ids, r.completion_ids], 1), 5).detach()
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)
+    out = impl.optimize(policy, optimizer, r, config(num_iterations=3))
+    # The last iteration's loss (loss_type "grpo", beta 0), from its log-probs before the update.
+    rho = torch.exp(out["logps"] - sampled)
+    A = r.advantages[:, None]
+    per_token = -torch.minimum(rho * A, rho.clamp(0.8, 1.2) * A)
+    mask = r.completion_mask.float()
+    expected = float(((per_token * mask).sum(1) / mask.sum(1).clamp(min=1)).mean())
+    assert abs(expected) > 1e-3, "the policy should have moved away from the sampling policy"
+    assert abs(out["loss"] - expected) < 1e-4, (
+        f"last iteration's loss {out['loss']:.6f}, expected {expected:.6f} with ratios taken "
+        "against the policy that sampled (a ratio of 1 at every iteration gives about 0)"
+    )
 
 
 def test_micro_batches_give_the_same_update_as_one_batch(impl):
