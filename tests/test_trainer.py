@@ -14,17 +14,9 @@ from reference.trainer import GRPO, Trainer, text_reward
 
 TASK = ReverseDigits()
 EOS = TASK.tokenizer.eos_id
-TRL_METRICS = ("reward", "reward_std", "frac_reward_zero_std", "kl", "entropy", "clip_ratio",
-               "completions/mean_length", "completions/clipped_ratio", "num_tokens", "step_time")  # fmt: skip
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Tiny matrices: a second thread only competes for the CI machine's two cores.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def small_config(tmp_path, **overrides) -> GRPOConfig:
@@ -68,11 +60,11 @@ def test_default_task_learns_to_exact_match_on_held_out_inputs(trained):
     assert results["after"]["exact_match"] >= 0.9, results
 
 
-def test_metrics_are_logged_every_step_with_trl_names(trained):
+def test_metrics_are_logged_every_step_with_trl_names(trained, trl_metrics):
     trainer, _ = trained
     rows = [json.loads(line) for line in trainer.metrics_path.read_text().splitlines()]
     assert [row["step"] for row in rows] == list(range(1, 41))
-    for name in TRL_METRICS:
+    for name in trl_metrics:
         assert all(name in row for row in rows), f"metric {name!r} missing"
     assert rows[-1]["reward"] > rows[0]["reward"] + 0.5
     assert rows[-1]["num_tokens"] > rows[0]["num_tokens"]
@@ -157,7 +149,9 @@ def test_a_group_reads_its_prompt_once_with_the_same_logps_and_gradients(kind, p
     input_ids = torch.cat([prompts.repeat_interleave(G, 0), completions], dim=1)
     attention = None
     if padded:
-        attention = torch.cat([prompt_mask.repeat_interleave(G, 0), torch.ones_like(completions)], 1)
+        attention = torch.cat(
+            [prompt_mask.repeat_interleave(G, 0), torch.ones_like(completions)], 1
+        )
     config = GRPOConfig(max_completion_length=L, num_generations=G, temperature=0.7)
     read = []
     hook = model.register_forward_pre_hook(lambda _, args: read.append(args[0].numel()))
@@ -179,7 +173,9 @@ def test_loss_is_about_zero_at_every_step_while_parameters_change(tmp_path):
         before = params(trainer.policy)
         metrics = trainer.train_step()
         assert abs(metrics["loss"]) < 1e-5, metrics["loss"]
-        assert any(not torch.equal(a, b) for a, b in zip(params(trainer.policy), before, strict=True))
+        assert any(
+            not torch.equal(a, b) for a, b in zip(params(trainer.policy), before, strict=True)
+        )
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo"])
