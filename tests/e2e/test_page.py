@@ -105,9 +105,12 @@ def test_a_failing_test_says_what_went_wrong(context, base_url):
 @pytest.mark.parametrize("loop", [INFINITE_LOOP, STUBBORN_LOOP], ids=["interrupt", "terminate"])
 def test_stop_ends_an_infinite_loop_and_the_next_run_works(loop, context, base_url):
     page = open_problem(context, base_url, FIRST.slug)
+    # A first Run leaves pytest warm, so that the Stop below lands inside the learner's loop
+    # rather than in pytest's start-up, where no loop would be there to catch it.
+    assert page.run(browser.standalone(FIRST.reference)).verdict == "passed"
     page.set_code(loop)
     started = page.start_run()
-    time.sleep(0.5)  # let the loop start
+    time.sleep(1.0)  # let the loop start
     stop_clicked = time.perf_counter()
     page.page.click("[data-testid=stop]")
     stopped = page.wait_verdict(started)

@@ -15,6 +15,9 @@ const WARM_UP_DELAY_MS = 200;
 let pyodide = null;
 let kit = null;
 let warmedUp = false;
+// Handed to Python only when a real Run starts: a Stop pressed while the warm-up still runs
+// must interrupt the learner's Run queued behind it, not be spent on the warm-up.
+let interruptBuffer = null;
 
 function learnerPath() {
   return `${ROOT}/problems/${kit.slug}/${kit.slug}.py`;
@@ -46,7 +49,7 @@ async function boot(message) {
   const booted = performance.now();
   await loadPackages((options) => pyodide.loadPackage(["numpy", "pytest"], options));
   const loaded = performance.now();
-  if (message.interruptBuffer) pyodide.setInterruptBuffer(message.interruptBuffer);
+  interruptBuffer = message.interruptBuffer ?? null;
   writeFiles(kit.files);
   pyodide.runPython(`
 import json, sys
@@ -90,6 +93,7 @@ async function run(message) {
   // Packages the site ships (array_api_compat) load when the code first imports them.
   await loadPackages((options) => pyodide.loadPackagesFromImports(message.code, options));
   pyodide.FS.writeFile(learnerPath(), message.code);
+  if (interruptBuffer) pyodide.setInterruptBuffer(interruptBuffer);
   const result = runTests("starter", learnerPath());
   result.ms = performance.now() - started;
   self.postMessage({ type: "result", id: message.id, result });
