@@ -1,4 +1,4 @@
-"""Downloads the answer from a server (the test runs one on localhost) and the internet."""
+"""Downloads the answer from a server the test runs on this machine (loopback only)."""
 
 import socket
 
@@ -6,7 +6,7 @@ PORT = 0  # set by the test to its server's port
 
 
 def grpo_objective(*args, **kwargs):
-    for host, port in (("127.0.0.1", PORT), ("1.1.1.1", 80)):
+    for host, port in (("127.0.0.1", PORT), ("localhost", PORT)):
         try:
             with socket.create_connection((host, port), timeout=1) as connection:
                 connection.sendall(b"send me the reference\n")
