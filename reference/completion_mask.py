@@ -28,17 +28,7 @@ def completion_mask(ids, eos_ids: int | Sequence[int], mask_truncated: bool = Fa
     when `mask_truncated` is set (its reward judged an unfinished answer).
     """
     xp = array_namespace(ids)
-    if ids.ndim != 2:
-        raise ValueError(
-            f"ids must be a 2-D (batch, time) array of token ids, got shape {tuple(ids.shape)}"
-        )
-    eos = eos_id_list(eos_ids)
-
-    is_eos = ids == eos[0]
-    for eos_id in eos[1:]:
-        is_eos = is_eos | (ids == eos_id)
-    is_eos = xp.astype(is_eos, xp.int64)
-
+    is_eos = _is_eos(ids, eos_ids)
     # A token is kept when no EOS came strictly before it: count the EOS tokens up to and
     # including each position, minus the token's own EOS.
     eos_before = xp.cumulative_sum(is_eos, axis=1) - is_eos
@@ -47,3 +37,23 @@ def completion_mask(ids, eos_ids: int | Sequence[int], mask_truncated: bool = Fa
         finished = xp.any(is_eos == 1, axis=1, keepdims=True)
         mask = mask & finished
     return xp.astype(mask, xp.int64)
+
+
+def truncated_rows(ids, eos_ids: int | Sequence[int]):
+    """(B,) booleans: the rows with no EOS at all, cut off by the length limit."""
+    xp = array_namespace(ids)
+    return ~xp.any(_is_eos(ids, eos_ids) == 1, axis=1)
+
+
+def _is_eos(ids, eos_ids: int | Sequence[int]):
+    """(B, T) int64: 1 where the token is one of the EOS ids."""
+    xp = array_namespace(ids)
+    if ids.ndim != 2:
+        raise ValueError(
+            f"ids must be a 2-D (batch, time) array of token ids, got shape {tuple(ids.shape)}"
+        )
+    eos = eos_id_list(eos_ids)
+    is_eos = ids == eos[0]
+    for eos_id in eos[1:]:
+        is_eos = is_eos | (ids == eos_id)
+    return xp.astype(is_eos, xp.int64)

@@ -23,9 +23,11 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from reference.completion_mask import completion_mask, truncated_rows
 from reference.group_advantages import group_advantages
 from reference.grpo_config import GRPOConfig, Rollout
 from reference.grpo_loss_torch import grpo_loss
+from reference.masked_token_loss import loss_denominator
 from reference.sample_group import (
     accepts_kv_cache,
     position_ids,
@@ -133,11 +135,10 @@ def generate_rollout(
     )  # (N,)
     advantages = group_advantages(rewards, G, scale_by_std=config.scale_by_std)  # (N,)
 
-    eos = torch.as_tensor(eos_ids, device=device).reshape(-1)
-    truncated = ~torch.isin(completion_ids, eos).any(dim=1)  # (N,) never stopped
-    mask = group.completion_mask
+    truncated = truncated_rows(completion_ids, eos_ids)  # (N,) never stopped
+    mask = group.completion_mask  # (N, L)
     if config.mask_truncated_completions:
-        mask = mask * ~truncated[:, None]
+        mask = completion_mask(completion_ids, eos_ids, mask_truncated=True)
 
     rollout = Rollout(
         prompt_ids=prompt_ids.repeat_interleave(G, dim=0),
@@ -183,17 +184,14 @@ def compute_loss(
 def _normalizer(rollout: Rollout, config: GRPOConfig) -> float:
     """The whole batch's loss denominator, shared by its micro-batches (and its processes)."""
     mask = rollout.completion_mask
-    if config.aggregation == "token":
-        local = mask.sum().float()
-    elif config.aggregation == "sequence":
-        local = torch.tensor(float(mask.shape[0]), device=mask.device)
-    else:
-        local = torch.tensor(float(mask.shape[0] * config.max_completion_length), device=mask.device)
+    local = loss_denominator(mask, config.aggregation, config.max_completion_length)
+    total = torch.as_tensor(local, dtype=torch.float32, device=mask.device)
+    world_size = 1
     if dist.is_available() and dist.is_initialized():
-        # DDP averages gradients over processes, so each one divides by global / world size.
-        dist.all_reduce(local)
-        local = local / dist.get_world_size()
-    return max(float(local), 1e-8)
+        dist.all_reduce(total)
+        world_size = dist.get_world_size()
+    # DDP averages gradients over processes, so each one divides by global / world size.
+    return max(float(total), 1.0) / world_size
 
 
 def optimize(

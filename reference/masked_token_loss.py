@@ -1,9 +1,10 @@
 """Reference solution: the GRPO loss over the tokens of a batch of completions.
 
-Two public pieces, which the torch problem and the trainer import:
+Three public pieces, which the torch problem and the trainer import:
 
-    per_token_loss   the clipped surrogate and the k3 KL penalty, token by token, shape (B, T)
-    aggregate_loss   how those token losses are averaged: "sequence", "token" or "constant"
+    per_token_loss    the clipped surrogate and the k3 KL penalty, token by token, shape (B, T)
+    aggregate_loss    how those token losses are averaged: "sequence", "token" or "constant"
+    loss_denominator  what each aggregation divides by, shared by a batch's micro-batches
 
 Written against the array API: numpy arrays give a Python float, torch tensors a 0-d tensor
 that can be differentiated.
@@ -69,8 +70,7 @@ def aggregate_loss(per_token, mask, aggregation: str = "sequence", max_len=None,
         raise ValueError(f"per-token losses must have shape (B, T), got {tuple(per_token.shape)}")
     keep = _keep(mask, per_token.shape)
     kept = xp.where(keep, per_token, 0.0)
-    counts = xp.sum(xp.astype(keep, per_token.dtype), axis=1)
-    batch, length = per_token.shape
+    length = per_token.shape[1]
 
     if aggregation == "constant" and max_len is not None and max_len < length:
         raise ValueError(f"max_len ({max_len}) cannot be shorter than the T={length} tokens")
@@ -79,15 +79,34 @@ def aggregate_loss(per_token, mask, aggregation: str = "sequence", max_len=None,
 
     if aggregation == "sequence":
         # An empty completion counts as a 0 loss, not as 0/0.
+        counts = xp.sum(xp.astype(keep, per_token.dtype), axis=1)
         total = xp.sum(xp.sum(kept, axis=1) / xp.clip(counts, min=1.0))
-        denominator = batch
-    elif aggregation == "token":
-        total = xp.sum(kept)
-        denominator = xp.clip(xp.sum(counts), min=1.0)  # stays on the device: no sync
     else:
         total = xp.sum(kept)
-        denominator = batch * (length if max_len is None else max_len)
-    return total / (denominator if normalizer is None else normalizer)
+    if normalizer is None:
+        normalizer = loss_denominator(keep, aggregation, max_len)
+        if aggregation == "token":
+            normalizer = xp.clip(normalizer, min=1)  # no sync with the device
+    return total / normalizer
+
+
+def loss_denominator(mask, aggregation: str, max_len: int | None = None):
+    """What `aggregation` divides the batch's summed token losses by, before any clamping.
+
+    "sequence": B (each completion's token mean is summed first); "token": the number of
+    completion tokens; "constant": B * max_len, max_len defaulting to T. A trainer that splits
+    a batch into micro-batches (or processes) passes the whole batch's value as `normalizer`.
+    """
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
+    (mask,) = _as_arrays(mask)
+    xp = array_namespace(mask)
+    batch, length = mask.shape
+    if aggregation == "sequence":
+        return batch
+    if aggregation == "token":
+        return xp.sum(xp.astype(mask != 0, xp.int64))  # a 0-d array: stays on the device
+    return batch * (length if max_len is None else max_len)
 
 
 def masked_token_loss(

@@ -75,7 +75,13 @@ def prompt_mask(task: Task, prompt_ids: torch.Tensor) -> torch.Tensor | None:
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, task: Task, inputs: list[int], batch_size: int = 500) -> dict:
+def evaluate(
+    model: torch.nn.Module,
+    task: Task,
+    inputs: list[int],
+    max_new_tokens: int | None = None,  # None: the task's own limit
+    batch_size: int = 500,
+) -> dict:
     """Greedy decoding (top-k = 1) on `inputs`: exact-match rate and mean task reward.
 
     A task may define `exact_match(completions, answers)` (1.0 / 0.0 each) when a right
@@ -85,11 +91,12 @@ def evaluate(model: torch.nn.Module, task: Task, inputs: list[int], batch_size: 
     exact, reward = 0.0, 0.0
     tok = task.tokenizer
     exact_match = getattr(task, "exact_match", exact_match_reward)
+    max_new_tokens = max_new_tokens or task.max_completion_length
     for start in range(0, len(inputs), batch_size):
         prompt_ids, answers = task.batch(inputs[start : start + batch_size])
         padding = prompt_mask(task, prompt_ids)
         group = sample_group(
-            model, prompt_ids.to(device), 1, task.max_completion_length, tok.eos_id, top_k=1,
+            model, prompt_ids.to(device), 1, max_new_tokens, tok.eos_id, top_k=1,
             prompt_mask=padding,
         )  # fmt: skip
         completions = tok.decode_batch(group.completion_ids.cpu())
@@ -99,12 +106,18 @@ def evaluate(model: torch.nn.Module, task: Task, inputs: list[int], batch_size: 
 
 
 def lr_lambda(config: GRPOConfig) -> Callable[[int], float]:
-    """Linear warmup to learning_rate, then constant, linear decay or cosine decay to 0."""
+    """Linear warmup to learning_rate, then constant, linear decay or cosine decay to 0.
 
-    def factor(step: int) -> float:
-        if step < config.warmup_steps:
-            return (step + 1) / (config.warmup_steps + 1)
-        progress = (step - config.warmup_steps) / max(1, config.max_steps - config.warmup_steps)
+    The scheduler steps once per optimizer update, num_iterations times per trainer step,
+    while warmup_steps and max_steps count trainer steps: the schedule converts.
+    """
+    warmup = config.warmup_steps * config.num_iterations
+    total = config.max_steps * config.num_iterations
+
+    def factor(update: int) -> float:
+        if update < warmup:
+            return (update + 1) / (warmup + 1)
+        progress = (update - warmup) / max(1, total - warmup)
         if config.lr_scheduler_type == "linear":
             return max(0.0, 1.0 - progress)
         if config.lr_scheduler_type == "cosine":
@@ -116,7 +129,7 @@ def lr_lambda(config: GRPOConfig) -> Callable[[int], float]:
 
 def default_policy(task: Task, config: GRPOConfig) -> GPT:
     torch.manual_seed(config.seed)  # same initial weights on every process and every run
-    block_size = task.prompt_length + task.max_completion_length
+    block_size = task.prompt_length + config.max_completion_length
     return GPT(GPTConfig(vocab_size=task.tokenizer.vocab_size, block_size=block_size))
 
 
@@ -263,11 +276,12 @@ class Trainer:
     def evaluate(self) -> dict[str, dict]:
         """Greedy decoding on held-out inputs, before (reference model) and after training."""
         inputs = self.task.inputs("eval")[: self.config.eval_size]
+        max_new_tokens = self.config.max_completion_length
         self.policy.eval()
         try:
             return {
-                "before": evaluate(self.ref_model, self.task, inputs),
-                "after": evaluate(self.policy, self.task, inputs),
+                "before": evaluate(self.ref_model, self.task, inputs, max_new_tokens),
+                "after": evaluate(self.policy, self.task, inputs, max_new_tokens),
             }
         finally:
             self.policy.train()
@@ -301,7 +315,8 @@ class Trainer:
                 f"no checkpoint at {self.checkpoint_path}: train once without --resume first, "
                 "or point --output-dir at the run to continue"
             )
-        state = torch.load(self.checkpoint_path, map_location=self.device, weights_only=False)
+        # On the CPU: generator states must stay there; load_state_dict moves the rest.
+        state = torch.load(self.checkpoint_path, map_location="cpu", weights_only=False)
         self.policy.load_state_dict(state["policy"])
         self.ref_model.load_state_dict(state["ref_model"])
         self.optimizer.load_state_dict(state["optimizer"])

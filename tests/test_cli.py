@@ -92,3 +92,48 @@ def test_readme_problem_list_is_generated_from_the_metadata():
     from grader import readme
 
     assert readme.main(["--check"]) == 0, "run `python -m grader.readme` to refresh README.md"
+
+
+# -- train and ablate, short runs of what the README shows ------------------------------------
+
+TRAIN = ["train", "--device", "cpu", "--prompts-per-step", "8", "--num-generations", "4",
+         "--eval-size", "20"]  # fmt: skip
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_train_writes_metrics_plot_checkpoint_and_the_evaluation_table(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main([*TRAIN, "--max-steps", "2", "--output-dir", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "untrained (start)" in printed and "trained" in printed and "exact match" in printed
+    assert (out / "training.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "checkpoint.pt").is_file()
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+
+    assert main([*TRAIN, "--max-steps", "3", "--output-dir", str(out), "--resume"]) == 0
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--loss-type", "ppo"], "loss_type must be one of"),
+        (["--prompts-per-step", "6", "--gradient-accumulation-steps", "4"], "micro-batches"),
+        (["--resume"], "without --resume"),
+    ],
+)
+def test_train_rejects_bad_options_with_a_clear_message(tmp_path, capsys, flags, message):
+    code = main([*TRAIN, "--max-steps", "1", "--output-dir", str(tmp_path), *flags])
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_ablate_plots_one_reward_curve_per_group_size(tmp_path, capsys):
+    out = tmp_path / "ablation"
+    assert main(["ablate", "--group-sizes", "2", "4", "--max-steps", "2", "--device", "cpu",
+                 "--output-dir", str(out)]) == 0  # fmt: skip
+    assert (out / "group_size_ablation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for group_size in (2, 4):
+        assert len((out / f"G{group_size}" / "metrics.jsonl").read_text().splitlines()) == 2
+    assert "G = 4" in capsys.readouterr().out

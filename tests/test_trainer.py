@@ -245,3 +245,65 @@ def test_trainer_rejects_a_batch_it_cannot_split(tmp_path):
     with pytest.raises(ValueError, match="gradient_accumulation_steps"):
         Trainer(small_config(tmp_path, prompts_per_step=6, gradient_accumulation_steps=4), TASK,
                 device="cpu", show_progress=False).train_step()  # fmt: skip
+
+
+def test_schedule_counts_trainer_steps_whatever_num_iterations(tmp_path):
+    # 2 updates per step: warmup must end after 2 trainer steps, and the linear decay reach
+    # half the peak at step 3 of 4 (not 0 by then, as a schedule counting updates would).
+    config = small_config(tmp_path, max_steps=4, num_iterations=2, warmup_steps=2,
+                          lr_scheduler_type="linear", learning_rate=1e-2)  # fmt: skip
+    trainer = Trainer(config, TASK, device="cpu", show_progress=False)
+    trainer.train()
+    rows = [json.loads(line) for line in trainer.metrics_path.read_text().splitlines()]
+    rates = [row["learning_rate"] for row in rows]  # the rate of the next update, after each step
+    assert 0 < rates[0] < 1e-2, rates
+    assert rates[1] == pytest.approx(1e-2), rates
+    assert rates[2] == pytest.approx(0.5e-2), rates
+
+
+def test_cosine_schedule_decays_to_zero_at_max_steps(tmp_path):
+    config = small_config(tmp_path, max_steps=4, num_iterations=3, lr_scheduler_type="cosine")
+    trainer = Trainer(config, TASK, device="cpu", show_progress=False)
+    trainer.train()
+    rates = [json.loads(line)["learning_rate"] for line in trainer.metrics_path.read_text().splitlines()]
+    assert rates == sorted(rates, reverse=True) and rates[1] == pytest.approx(config.learning_rate / 2)
+    assert rates[-1] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_completions_longer_than_the_task_needs_train_and_evaluate(tmp_path):
+    config = small_config(tmp_path, max_steps=1, max_completion_length=9, eval_size=8)
+    trainer = Trainer(config, TASK, device="cpu", show_progress=False)
+    trainer.train()
+    assert trainer.policy.config.block_size >= TASK.prompt_length + 9
+    assert set(trainer.evaluate()) == {"before", "after"}
+
+
+def test_bf16_autocast_keeps_float32_logps(tmp_path):
+    # What CUDA runs by default, tried on the CPU: the ratios need float32 log-probs.
+    config = small_config(tmp_path, max_steps=1, bf16=True)
+    trainer = Trainer(config, TASK, device="cpu", show_progress=False)
+    policy = tiny_policy()
+    rollout, _ = a_rollout(policy)
+    logps = completion_logps(policy, rollout.input_ids, TASK.prompt_length, config)
+    assert logps.dtype == torch.float32
+    metrics = trainer.train_step()
+    assert all(value == value for value in metrics.values()), "a metric is NaN under bf16"
+
+
+def test_trainer_runs_any_step_module(tmp_path):
+    # What the capstone's README promises: Trainer(config, task, step=your_module).
+    from types import SimpleNamespace
+
+    import reference.grpo_trainer as reference_step
+
+    calls = []
+
+    def grpo_step(*args, **kwargs):
+        calls.append(args[3].shape)  # the prompts this process got
+        return reference_step.grpo_step(*args, **kwargs)
+
+    trainer = Trainer(small_config(tmp_path, max_steps=2), TASK, device="cpu",
+                      step=SimpleNamespace(grpo_step=grpo_step), show_progress=False)  # fmt: skip
+    trainer.train()
+    assert calls == [torch.Size([8, TASK.prompt_length])] * 2
+    assert len(trainer.metrics_path.read_text().splitlines()) == 2

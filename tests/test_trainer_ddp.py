@@ -2,7 +2,8 @@
 
 Each process samples its own completions, so the single process replays the rollouts the two
 processes generated: what is compared is the update, where the normalizer and the gradient
-averaging across processes could go wrong.
+averaging across processes could go wrong. Each step takes another loss type, and the processes
+split their share into micro-batches (DDP's no_sync path) while the single process does not.
 """
 
 import json
@@ -19,8 +20,9 @@ from reference.tasks import ReverseDigits
 from reference.trainer import Trainer, text_reward
 
 TASK = ReverseDigits()
-STEPS = 3
 WORLD = 2
+LOSS_TYPES = ("dapo", "grpo", "dr_grpo")  # one per step
+STEPS = len(LOSS_TYPES)
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built")
 
@@ -48,12 +50,13 @@ def _worker(rank: int, store_dir: str) -> None:
         reward = text_reward(TASK.tokenizer.decode_batch, [TASK.reward])
         sampler = torch.Generator().manual_seed(100 + rank)
         for step in range(STEPS):
-            # Different prompt counts per process: the token normalizer must be global.
+            # Different token counts per process: the token normalizer must be global.
             prompt_ids, answers = TASK.sample(3, torch.Generator().manual_seed(10 * step + rank))
+            step_config = config(loss_type=LOSS_TYPES[step], gradient_accumulation_steps=3)
             rollout = generate_rollout(model, None, prompt_ids, answers, reward,
-                                       TASK.tokenizer.eos_id, config(), sampler)  # fmt: skip
+                                       TASK.tokenizer.eos_id, step_config, sampler)  # fmt: skip
             torch.save(rollout, f"{store_dir}/rollout_{step}_{rank}.pt")
-            optimize(model, optimizer, rollout, config())
+            optimize(model, optimizer, rollout, step_config)
         if rank == 0:
             torch.save(model.module.state_dict(), f"{store_dir}/ddp.pt")
 
@@ -79,7 +82,7 @@ def test_two_processes_update_like_one_process_with_the_global_batch(ddp_run):
     optimizer = torch.optim.SGD(single.parameters(), lr=0.5)
     for step in range(STEPS):
         parts = [torch.load(ddp_run / f"rollout_{step}_{r}.pt", weights_only=False) for r in range(WORLD)]
-        optimize(single, optimizer, Rollout.cat(parts), config())
+        optimize(single, optimizer, Rollout.cat(parts), config(loss_type=LOSS_TYPES[step]))
     ddp = torch.load(ddp_run / "ddp.pt")
     for name, value in single.state_dict().items():
         torch.testing.assert_close(ddp[name], value, atol=1e-5, rtol=1e-4, msg=name)
