@@ -55,6 +55,14 @@ def standalone(path: Path) -> str:
 
 
 @dataclass
+class RunMark:
+    """Taken just before a run is started: `wait_verdict` waits for a later run's verdict."""
+
+    started: float  # time.perf_counter() at the click (or key press)
+    runs: int  # runs the page had numbered before (the summary's data-run)
+
+
+@dataclass
 class Verdict:
     """What the page showed after a run."""
 
@@ -84,15 +92,28 @@ class ProblemPage:
     def set_code(self, code: str) -> None:
         self.page.evaluate("code => window.grpoKit.setCode(code)", code)
 
-    def start_run(self) -> float:
-        """Click Run without waiting; returns the click's time for `wait_verdict`."""
-        started = time.perf_counter()
-        self.page.click("[data-testid=run]")
-        return started
+    def mark(self) -> RunMark:
+        """Call before starting a run by other means than `start_run` (a key press, say)."""
+        runs = self.page.get_attribute("[data-testid=summary]", "data-run")
+        return RunMark(time.perf_counter(), int(runs or 0))
 
-    def wait_verdict(self, started: float, timeout_ms: int = BOOT_TIMEOUT_MS) -> Verdict:
-        self.page.wait_for_selector("[data-testid=summary][data-status=done]", timeout=timeout_ms)
-        seconds = time.perf_counter() - started
+    def start_run(self) -> RunMark:
+        """Click Run without waiting; returns the mark for `wait_verdict`."""
+        mark = self.mark()
+        self.page.click("[data-testid=run]")
+        return mark
+
+    def wait_verdict(self, mark: RunMark, timeout_ms: int = BOOT_TIMEOUT_MS) -> Verdict:
+        """The verdict of the first run started after `mark` (never an earlier run's)."""
+        self.page.wait_for_function(
+            """runs => {
+                const summary = document.querySelector("[data-testid=summary]");
+                return Number(summary.dataset.run ?? 0) > runs && summary.dataset.status === "done";
+            }""",
+            arg=mark.runs,
+            timeout=timeout_ms,
+        )
+        seconds = time.perf_counter() - mark.started
         summary = self.page.locator("[data-testid=summary]")
         statuses = self.page.locator("[data-testid=result]").evaluate_all(
             "items => items.map(item => item.dataset.status)"

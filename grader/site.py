@@ -94,7 +94,7 @@ def _run(command: list[str], cwd: Path, what: str) -> None:
     try:
         subprocess.run(command, cwd=cwd, check=True)
     except FileNotFoundError:
-        raise BuildError(f"{what}: {command[0]} is not installed (the site needs Node.js 18+ and npm)") from None
+        raise BuildError(f"{what}: {command[0]} is not installed (the site needs Node.js 20.19+ and npm)") from None
     except subprocess.CalledProcessError as exc:
         raise BuildError(f"{what} failed (exit {exc.returncode}): see the output above") from None
 

@@ -25,6 +25,15 @@ import pytest
 # for a terminal nobody reads was most of the time of a failing run.
 PYTEST_ARGS = ("-p", "no:cacheprovider", "-p", "no:terminal", "--capture=sys")
 
+# What one test's printed output (and pytest's log) may send to the page: a print in a long
+# loop can produce megabytes, which would only freeze the page that has to show them.
+OUTPUT_LIMIT = 20_000
+
+
+def capped(text: str, limit: int = OUTPUT_LIMIT) -> tuple[str, int]:
+    """The first `limit` characters of `text` and how many were cut."""
+    return text[:limit], max(0, len(text) - limit)
+
 
 def _short_message(exc: BaseException) -> str:
     text = str(exc)
@@ -80,6 +89,7 @@ class Collector:
                 "message": "",
                 "traceback": [],
                 "stdout": "",
+                "stdout_cut": 0,  # characters of output left out (OUTPUT_LIMIT)
                 "duration": 0.0,
             }
 
@@ -109,7 +119,7 @@ class Collector:
             entry["outcome"] = "passed"
         if report.when == "teardown":
             # By teardown the report holds what was printed in every phase of the test.
-            entry["stdout"] = report.capstdout + report.capstderr
+            entry["stdout"], entry["stdout_cut"] = capped(report.capstdout + report.capstderr)
 
     def pytest_collectreport(self, report):
         if report.failed:
@@ -145,7 +155,7 @@ def run_problem(root: str, slug: str, impls: list[str], learner_file: str | None
     """Run ``problems/<slug>`` under `root` with each of `impls` and return per-test results.
 
     Returns ``{"exit_code", "interrupted", "tests": [...], "errors": [...], "log"}``; ``log`` is
-    pytest's own terminal output, kept for errors that no test explains.
+    pytest's own terminal output (capped), kept for errors that no test explains.
     """
     root_path = Path(root).resolve()
     _forget_test_modules(root_path)
@@ -162,5 +172,10 @@ def run_problem(root: str, slug: str, impls: list[str], learner_file: str | None
         "interrupted": exit_code == pytest.ExitCode.INTERRUPTED,
         "tests": list(collector.tests.values()),
         "errors": collector.errors,
-        "log": log.getvalue(),
+        "log": _capped_log(log.getvalue()),
     }
+
+
+def _capped_log(text: str) -> str:
+    kept, cut = capped(text)
+    return kept + (f"\n[{cut:,} more characters not shown]" if cut else "")

@@ -2,17 +2,20 @@
 the pinned assets and the server's headers. The page itself is tested in tests/e2e/."""
 
 import json
+import re
 import shutil
+import socket
+import subprocess
 import sys
 import urllib.request
 import zipfile
 
 import pytest
 
-from grader import assets, site
+from grader import assets, cli, site
 from grader.problems import KIT_ROOT, all_problems
 from grader.serve import serve_in_thread
-from grader.webrun import run_problem
+from grader.webrun import OUTPUT_LIMIT, run_problem
 
 BROWSER_PROBLEMS = [p for p in all_problems() if p.runs_in_browser]
 FIRST = BROWSER_PROBLEMS[0]
@@ -50,11 +53,24 @@ def test_learner_sees_their_frames_their_output_and_the_message(kit):
     first = report["tests"][0]
     assert first["outcome"] == "failed"
     assert first["message"] == "ZeroDivisionError: division by zero"
+    assert first["stdout_cut"] == 0
     assert first["traceback"] == [
         {"line": 3, "function": name, "code": "return helper()"},
         {"line": 6, "function": "helper", "code": "return 1 / 0"},
     ]
     assert first["stdout"] == "hi\n"
+
+
+def test_printed_output_is_capped_and_says_how_much_was_cut(kit):
+    learner = kit / "problems" / FIRST.slug / f"{FIRST.slug}.py"
+    learner.write_text(
+        f"def {FIRST.implement[0]}(*args, **kwargs):\n"
+        "    print('x' * 50_000)\n    print('y' * 10)\n    raise KeyError\n"
+    )
+    report = run_problem(str(kit), FIRST.slug, ["starter"], str(learner))
+    first = report["tests"][0]
+    assert first["stdout"] == "x" * OUTPUT_LIMIT  # the start of the output, as printed
+    assert first["stdout_cut"] == 50_000 + 1 + 10 + 1 - OUTPUT_LIMIT  # with the newlines
 
 
 def test_an_edit_is_seen_by_the_next_run_in_the_same_interpreter(kit, monkeypatch):
@@ -154,3 +170,61 @@ def test_built_site_has_a_page_per_problem_and_no_answers():
     reference_names = {p.name for p in (KIT_ROOT / "reference").glob("*.py")} - {"__init__.py"}
     assert not shipped & (reference_names | {"mistakes.toml", "mistakes.py"})
 
+
+
+needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="building the site needs Node.js")
+
+
+@needs_node
+def test_build_twice_the_second_says_up_to_date_and_does_not_rebuild(monkeypatch, capsys):
+    assert cli.main(["build"]) == 0  # builds only if something changed
+    capsys.readouterr()
+
+    def rebuild(*args, **kwargs):
+        raise AssertionError("rebuilt a site that was up to date")
+
+    monkeypatch.setattr(site, "build_site", rebuild)
+    assert cli.main(["build"]) == 0
+    assert "up to date" in capsys.readouterr().out
+
+
+def test_build_errors_go_to_stderr(monkeypatch, capsys):
+    def broken(*args, **kwargs):
+        raise site.BuildError("npm ci failed (exit 1): see the output above")
+
+    monkeypatch.setattr(site, "build_site", broken)
+    assert cli.main(["build", "--force"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == "error: npm ci failed (exit 1): see the output above\n"
+    assert captured.out == ""
+
+
+@needs_node
+def test_serve_prints_its_url_and_serves_the_site_cross_origin_isolated():
+    site.ensure_site()
+    command = [sys.executable, "-m", "grader.cli", "serve", "--no-build", "--port", "0"]
+    server = subprocess.Popen(command, cwd=KIT_ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert url, f"no URL in {line!r}"
+        with urllib.request.urlopen(f"{url[0]}p/{FIRST.slug}/", timeout=30) as response:
+            assert response.headers["Cross-Origin-Opener-Policy"] == "same-origin"
+            assert response.headers["Cross-Origin-Embedder-Policy"] == "require-corp"
+            assert 'data-testid="run"' in response.read().decode()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_serve_on_a_port_in_use_says_what_to_do(tmp_path, monkeypatch, capsys):
+    (tmp_path / "index.html").write_text("<!doctype html>")
+    monkeypatch.setattr(site, "DIST_DIR", tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert cli.main(["serve", "--no-build", "--port", str(port)]) == 1
+    error = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}" in error
+    assert f"grpo-kit serve --port {port + 1}" in error

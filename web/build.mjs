@@ -74,19 +74,21 @@ ${rows.join("\n")}
 }
 
 function workbench(problem) {
+  // The editor comes first and the buttons right after it, so that leaving the editor with
+  // Esc then Tab lands on Run; the results list takes the focus too, to be read or scrolled.
   return `<section class="workbench" aria-label="Your solution">
+<div class="editor" data-testid="editor"></div>
 <div class="toolbar">
-  <button type="button" data-testid="run" class="primary" aria-keyshortcuts="Control+Enter">Run tests</button>
+  <button type="button" data-testid="run" class="primary" aria-keyshortcuts="Control+Enter Meta+Enter">Run tests</button>
   <button type="button" data-testid="stop" disabled>Stop</button>
   <button type="button" data-testid="reset">Reset to starter</button>
   <span class="status" data-testid="status" role="status" data-state="starting">Starting Python…</span>
 </div>
-<div class="editor" data-testid="editor"></div>
-<p class="keys">Ctrl+Enter (⌘+Enter on macOS) runs the hidden tests. In the editor Tab indents;
-press <kbd>Esc</kbd> then <kbd>Tab</kbd> to move on to the buttons and results.
-Your draft is saved in this browser as you type.</p>
+<p class="keys">Ctrl+Enter (⌘+Enter on macOS) runs the hidden tests from anywhere on the page.
+In the editor Tab indents; press <kbd>Esc</kbd> then <kbd>Tab</kbd> to move on to the buttons
+and results. Your draft is saved in this browser as you type.</p>
 <div class="summary" data-testid="summary" role="status" aria-live="polite"></div>
-<ol class="results" data-testid="results" aria-label="Test results"></ol>
+<ol class="results" data-testid="results" aria-label="Test results" tabindex="0"></ol>
 </section>`;
 }
 

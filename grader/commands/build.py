@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 HELP = "build the problem site (web/dist/) from problems/, fetching pinned assets if needed"
 
@@ -16,10 +17,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from grader import assets, site
 
+    if not args.force and not site.is_stale():
+        print(f"site is up to date in {site.DIST_DIR} (nothing changed; --force rebuilds it)")
+        return 0
     try:
-        out = site.build_site() if args.force or site.is_stale() else site.DIST_DIR
+        out = site.build_site()
     except (assets.AssetError, site.BuildError) as exc:
-        print(f"error: {exc}")
+        print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(f"site ready in {out}")
+    print(f"site built in {out}")
     return 0

@@ -30,8 +30,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         server = make_server(out, port=args.port)
     except OSError as exc:
-        print(f"error: cannot listen on port {args.port} ({exc.strerror}); "
-              f"pass another one with --port", file=sys.stderr)  # fmt: skip
+        print(f"error: cannot listen on 127.0.0.1:{args.port} ({exc.strerror}). Is another "
+              f"`grpo-kit serve` running? Stop it, or pick another port: "
+              f"grpo-kit serve --port {args.port + 1}", file=sys.stderr)  # fmt: skip
         return 1
     print(f"Serving the problems at http://127.0.0.1:{server.server_address[1]}/ (Ctrl+C stops)")
     sys.stdout.flush()

@@ -26,9 +26,21 @@ LOCAL_PROBLEMS = [p for p in PROBLEMS if not p.runs_in_browser]
 FIRST = BROWSER_PROBLEMS[0]  # grpo_objective: the problem a newcomer starts with
 FIRST_NAME = FIRST.implement[0]
 
-INFINITE_LOOP = f"def {FIRST_NAME}(*args, **kwargs):\n    while True:\n        pass\n"
+# The learner's code says when its loop runs (the worker's console reaches the test), so that
+# a Stop is only pressed once there is a loop to stop, never during pytest's start-up.
+LOOP_STARTED = "grpo-kit e2e: the loop is running"
+INFINITE_LOOP = f"""import js
+
+def {FIRST_NAME}(*args, **kwargs):
+    js.console.log("{LOOP_STARTED}")
+    while True:
+        pass
+"""
 # Swallows the interrupt, so only terminating the worker can stop it.
-STUBBORN_LOOP = f"""def {FIRST_NAME}(*args, **kwargs):
+STUBBORN_LOOP = f"""import js
+
+def {FIRST_NAME}(*args, **kwargs):
+    js.console.log("{LOOP_STARTED}")
     while True:
         try:
             while True:
@@ -36,6 +48,27 @@ STUBBORN_LOOP = f"""def {FIRST_NAME}(*args, **kwargs):
         except KeyboardInterrupt:
             pass
 """
+# Reads outside WebAssembly's memory: a fatal error, after which this Python can run nothing.
+CRASH = f"""import ctypes
+
+def {FIRST_NAME}(*args, **kwargs):
+    return ctypes.string_at(2**32 - 16, 8)
+"""
+# KeyboardInterrupt as grader.webrun.run_problem returns, pytest done: what a Stop that lands
+# just after the last test looks like. Once only, so the next run works.
+LATE_INTERRUPT = f"""import sys
+
+def _stop_as_pytest_returns(frame, event, arg):
+    if event == "return" and frame.f_code.co_name == "run_problem":
+        sys.setprofile(None)
+        raise KeyboardInterrupt
+
+sys.setprofile(_stop_as_pytest_returns)
+
+def {FIRST_NAME}(*args, **kwargs):
+    return 0.0
+"""
+FOCUSED = "document.activeElement.closest('[data-testid]')?.dataset.testid"
 
 
 @pytest.fixture(scope="module")
@@ -105,26 +138,46 @@ def test_a_failing_test_says_what_went_wrong(context, base_url):
 @pytest.mark.parametrize("loop", [INFINITE_LOOP, STUBBORN_LOOP], ids=["interrupt", "terminate"])
 def test_stop_ends_an_infinite_loop_and_the_next_run_works(loop, context, base_url):
     page = open_problem(context, base_url, FIRST.slug)
-    # A first Run leaves pytest warm, so that the Stop below lands inside the learner's loop
-    # rather than in pytest's start-up, where no loop would be there to catch it.
-    assert page.run(browser.standalone(FIRST.reference)).verdict == "passed"
     page.set_code(loop)
-    started = page.start_run()
-    time.sleep(1.0)  # let the loop start
+    with page.page.expect_console_message(lambda message: message.text == LOOP_STARTED):
+        mark = page.start_run()
+    # Run pressed again during the run does nothing, and says so.
+    page.page.click("[data-testid=run]")
+    assert "Already running" in page.page.inner_text("[data-testid=summary]")
+
     stop_clicked = time.perf_counter()
     page.page.click("[data-testid=stop]")
-    stopped = page.wait_verdict(started)
+    stopped = page.wait_verdict(mark)
     assert stopped.verdict == "stopped", stopped.summary
     assert time.perf_counter() - stop_clicked < 2.0
     # The interrupt keeps the same Python; only the stubborn loop needs a fresh one.
     state = page.page.get_attribute("[data-testid=status]", "data-state")
     assert state == ("ready" if loop is INFINITE_LOOP else "starting")
+    # Stop is disabled again: the focus moves on to Run rather than falling to the page.
+    assert page.page.evaluate(FOCUSED) == "run"
 
     after = page.run(browser.standalone(FIRST.reference))
     assert after.verdict == "passed", after.summary
 
 
-def test_draft_survives_a_reload_and_reset_restores_the_starter(context, base_url):
+def test_a_stop_just_after_the_last_test_shows_as_stopped(context, base_url):
+    page = open_problem(context, base_url, FIRST.slug)
+    late = page.run(LATE_INTERRUPT)
+    assert late.verdict == "stopped", late.summary
+    assert page.run(browser.standalone(FIRST.reference)).verdict == "passed"
+
+
+def test_a_python_crash_brings_up_a_fresh_python(context, base_url):
+    page = open_problem(context, base_url, FIRST.slug)
+    crashed = page.run(CRASH)
+    assert crashed.verdict == "error", crashed.summary
+    assert "Python crashed" in crashed.summary and "press Run again" in crashed.summary
+    page.wait_ready()
+    after = page.run(browser.standalone(FIRST.reference))
+    assert after.verdict == "passed", after.summary
+
+
+def test_draft_survives_a_reload_and_reset_asks_before_restoring_the_starter(context, base_url):
     # The editor and its storage work before Python has started: no need to wait for it.
     page = browser.ProblemPage(context.new_page(), base_url, FIRST.slug).open()
     starter = page.code()
@@ -134,8 +187,21 @@ def test_draft_survives_a_reload_and_reset_restores_the_starter(context, base_ur
     page.page.reload()
     assert "# my draft 42" in page.code()
 
-    page.page.once("dialog", lambda dialog: dialog.accept())
+    dialogs = []
+
+    def answer(dialog):  # the first question is dismissed, the second accepted
+        dialogs.append(dialog.type)
+        if len(dialogs) == 1:
+            dialog.dismiss()
+        else:
+            dialog.accept()
+
+    page.page.on("dialog", answer)
     page.page.click("[data-testid=reset]")
+    assert dialogs == ["confirm"]
+    assert "# my draft 42" in page.code()  # dismissed: the draft stays
+    page.page.click("[data-testid=reset]")
+    assert dialogs == ["confirm", "confirm"]
     assert page.code() == starter
     page.page.reload()
     assert page.code() == starter
@@ -144,28 +210,39 @@ def test_draft_survives_a_reload_and_reset_restores_the_starter(context, base_ur
 def test_run_works_from_the_keyboard_alone(context, base_url):
     page = open_problem(context, base_url, FIRST.slug)
     keyboard = page.page.keyboard
-    focused = "document.activeElement.closest('[data-testid]')?.dataset.testid"
     for _ in range(40):  # Tab through the page until the editor has the focus
         keyboard.press("Tab")
-        if page.page.evaluate(focused) == "editor":
+        if page.page.evaluate(FOCUSED) == "editor":
             break
     else:
         pytest.fail("Tab never reached the editor")
 
     keyboard.press("Control+End")
     keyboard.type("\nprint('typed')\n")
-    started = time.perf_counter()
+    typed = page.code()
+    mark = page.mark()
     keyboard.press("Control+Enter")
-    assert page.wait_verdict(started).verdict == "failed"  # the starter, run from the editor
+    assert page.wait_verdict(mark).verdict == "failed"  # the starter, run from the editor
+    assert page.code() == typed  # Ctrl+Enter ran the code and inserted nothing
 
-    keyboard.press("Escape")  # Escape then Shift+Tab leaves the editor, back to the toolbar
+    keyboard.press("Escape")  # Esc then Tab leaves the editor for the buttons right after it
+    keyboard.press("Tab")
+    assert page.page.evaluate(FOCUSED) == "run"
+    keyboard.press("Tab")  # Stop is disabled between runs: the next stop is Reset
+    assert page.page.evaluate(FOCUSED) == "reset"
+    keyboard.press("Tab")
+    assert page.page.evaluate(FOCUSED) == "results"
+    mark = page.mark()
+    keyboard.press("Control+Enter")  # runs from anywhere on the page, as aria-keyshortcuts says
+    assert page.wait_verdict(mark).verdict == "failed"
+
     keyboard.press("Shift+Tab")
-    assert page.page.evaluate(focused) == "reset"
-    keyboard.press("Shift+Tab")  # Stop is disabled between runs: the next stop is Run
-    assert page.page.evaluate(focused) == "run"
-    started = time.perf_counter()
-    keyboard.press("Enter")
-    assert page.wait_verdict(started).verdict == "failed"
+    keyboard.press("Shift+Tab")
+    assert page.page.evaluate(FOCUSED) == "run"
+    mark = page.mark()
+    keyboard.press("Enter")  # a verdict of a run numbered after the mark: Enter really ran
+    assert page.wait_verdict(mark).verdict == "failed"
+    assert page.page.evaluate(FOCUSED) == "run"
 
 
 @pytest.mark.parametrize("problem", LOCAL_PROBLEMS, ids=lambda p: p.slug)

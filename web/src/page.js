@@ -44,15 +44,24 @@ const runnerReady = fetch(`/p/${problem.slug}/kit.json`)
 runnerReady.catch((error) => setStatus("broken", error.message));
 
 let busy = false;
+let runs = 0;
 async function run() {
-  if (busy) return;
+  if (busy) {
+    // Run stays enabled (and focused, for keyboard users): a press during a run says why it
+    // does nothing, through the live summary.
+    summary.textContent = "Already running the hidden tests: wait for the verdict, or press Stop.";
+    return;
+  }
   busy = true;
   saveDraft(problem.slug, getCode(editor));
-  // Run stays enabled (and focused, for keyboard users); presses during a run are ignored.
   runButton.setAttribute("aria-busy", "true");
   stopButton.disabled = false;
+  // Each run numbers the summary and clears the last verdict, so nothing (a test waiting for
+  // a verdict included) can take the previous run's results for this one's.
+  summary.dataset.run = String(++runs);
   summary.dataset.status = "running";
   summary.dataset.verdict = "";
+  results.replaceChildren();
   summary.textContent =
     status.dataset.state === "ready" ? "Running the hidden tests…" : "Waiting for Python to start…";
   try {
@@ -64,11 +73,20 @@ async function run() {
   } finally {
     busy = false;
     runButton.removeAttribute("aria-busy");
+    // A disabled button loses the focus to <body>: hand it to Run, where the next step is.
+    const stopHadFocus = document.activeElement === stopButton;
     stopButton.disabled = true;
+    if (stopHadFocus) runButton.focus();
   }
 }
 
 runButton.addEventListener("click", run);
+// Ctrl/Cmd+Enter runs from anywhere on the page (the editor handles it first, in editor.js).
+addEventListener("keydown", (event) => {
+  if (event.key !== "Enter" || !(event.ctrlKey || event.metaKey) || event.defaultPrevented) return;
+  event.preventDefault();
+  run();
+});
 stopButton.addEventListener("click", () => runner?.stop());
 resetButton.addEventListener("click", () => {
   if (!confirm("Replace your code with the starter? Your draft will be lost.")) return;

@@ -30,9 +30,13 @@ function resultItem(test, fileName) {
   const traceback = tracebackBlock(test.traceback ?? [], fileName);
   if (traceback) item.append(traceback);
   if (test.stdout) {
+    // The worker sends at most the first 20,000 characters of a test's output (webrun.py).
+    const cut = test.stdout_cut
+      ? `\n[${test.stdout_cut.toLocaleString("en")} more characters not shown]`
+      : "";
     item.append(
       element("div", { class: "output-label" }, "Your output"),
-      element("pre", { class: "stdout", "data-testid": "result-stdout" }, test.stdout),
+      element("pre", { class: "stdout", "data-testid": "result-stdout" }, test.stdout + cut),
     );
   }
   return item;

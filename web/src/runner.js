@@ -3,7 +3,8 @@
 // Stop first asks Python to raise KeyboardInterrupt through the interrupt buffer (only possible
 // when the page is cross-origin isolated, which `grpo-kit serve` arranges). Code that swallows
 // the interrupt, or a page without isolation, gets the fallback after a grace period: the
-// worker is terminated and a fresh one boots, so the next Run always works.
+// worker is terminated and a fresh one boots, so the next Run always works. A fatal error in
+// Python (a WebAssembly trap) also brings up a fresh worker.
 
 const STOP_GRACE_MS = 1000;
 
@@ -42,7 +43,16 @@ export class Runner {
       resolveReady(message.bootMs);
     }
     else if (message.type === "error" && !message.id) rejectReady(new Error(message.message));
-    else if (this.pending && message.id === this.pending.id) this.finish(message);
+    else if (this.pending && message.id === this.pending.id) {
+      // An error after Stop was pressed is how the Stop ended the run, not a fault of the code.
+      const stopped = message.type === "stopped" || (message.type === "error" && this.pending.timer);
+      if (message.type === "error" && message.fatal) {
+        // This Python can no longer run anything: bring up a fresh one and say so.
+        const crashed = `Python crashed (${message.message}) and is restarting: `
+          + "press Run again when it is ready.";
+        this.restart(stopped ? { type: "stopped" } : { type: "error", message: crashed });
+      } else this.finish(stopped ? { type: "stopped" } : message);
+    }
   }
 
   finish(outcome) {
@@ -50,10 +60,6 @@ export class Runner {
     clearTimeout(timer);
     this.pending = null;
     resolve(outcome);
-  }
-
-  get running() {
-    return this.pending !== null;
   }
 
   // Resolves with {type: "result", result} or {type: "error", message} or {type: "stopped"}.
@@ -86,9 +92,10 @@ export class Runner {
     this.pending.timer = setTimeout(() => this.restart(), this.interrupt ? STOP_GRACE_MS : 0);
   }
 
-  restart() {
+  // Replaces the worker with a fresh one; a run still pending ends with `outcome`.
+  restart(outcome = { type: "stopped" }) {
     this.worker.terminate();
-    if (this.pending) this.finish({ type: "stopped" });
+    if (this.pending) this.finish(outcome);
     this.start();
   }
 }

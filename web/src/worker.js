@@ -2,7 +2,8 @@
 //
 // Messages in:  {type: "init", kit, interruptBuffer?}  boot, write the kit, warm pytest up
 //               {type: "run", id, code}                 run the hidden tests on `code`
-// Messages out: {type: "ready", bootMs} | {type: "result", id, result} | {type: "error", message}
+// Messages out: {type: "ready", bootMs} | {type: "result", id, result} | {type: "stopped", id}
+//               | {type: "error", id?, message, fatal}; fatal: this Python can no longer run
 //
 // The kit's files are written to /kit laid out as in the repository, and the learner's code
 // replaces the starter, problems/<slug>/<slug>.py: exactly what `pytest problems/<slug>` runs.
@@ -99,12 +100,28 @@ async function run(message) {
   self.postMessage({ type: "result", id: message.id, result });
 }
 
+// After a fatal error (a WebAssembly trap, memory exhausted) every call into Python throws.
+function pythonIsAlive() {
+  try {
+    pyodide.runPython("None");
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 self.onmessage = async (event) => {
   const message = event.data;
   try {
     if (message.type === "init") await boot(message);
     else if (message.type === "run") await run(message);
   } catch (error) {
-    self.postMessage({ type: "error", id: message.id, message: String(error?.message ?? error) });
+    // A Stop that lands just after pytest returned interrupts the code that reports: still a Stop.
+    if (message.type === "run" && error?.type === "KeyboardInterrupt" && pythonIsAlive()) {
+      self.postMessage({ type: "stopped", id: message.id });
+      return;
+    }
+    const fatal = error?.pyodide_fatal_error === true || (pyodide !== null && !pythonIsAlive());
+    self.postMessage({ type: "error", id: message.id, message: String(error?.message ?? error), fatal });
   }
 };
