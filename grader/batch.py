@@ -5,23 +5,29 @@ problems' unchanged hidden tests with one ``--impl sandbox:<folder>`` per studen
 starts once per chunk instead of once per student and problem. Every student's code runs in
 its own sandboxed child (see ``grader/sandbox``); the test ids carry the student's folder, which
 is how the combined report is split back into one result per student.
+
+The pytest runs are the grader's children in process groups of their own: Ctrl-C reaches the
+grader alone, which then ends them all (`PytestRuns`), and they die with it if it is killed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.problems import KIT_ROOT, Problem
-from grader.reports import StudentResult, TestResult, failure_message
-from grader.sandbox.launch import STARTUP_GRACE_S, Limits
+from grader.reports import StudentResult, TestResult, failure_message, grader_error
+from grader.sandbox.launch import STARTUP_GRACE_S, Limits, die_with_parent
 from grader.sandbox.proxy import LIMITS_ENV, problem_limits
 from grader.submissions import Submission, stage
 
@@ -108,15 +114,15 @@ def _owner(nodeid: str, specs: list[str]) -> tuple[str | None, str]:
 def split_report(report: dict, specs: list[str]) -> dict[str, dict[str, list[dict]]]:
     """spec -> slug -> the report's test entries for that student and problem.
 
-    With one student pytest adds no parameter, and a test that takes no ``impl`` has none
-    either: such tests belong to every student of the run.
+    With one student pytest adds no parameter, so every test is that student's. With several,
+    a test that names none of them is nobody's: it says nothing about any one student.
     """
     split: dict[str, dict[str, list[dict]]] = {spec: {} for spec in specs}
     for test in report.get("tests", []):
         spec, nodeid = _owner(test["nodeid"], specs)
         slug = Path(nodeid.split("::", 1)[0]).parent.name
         entry = dict(test, nodeid=nodeid)
-        for owner in [spec] if spec else specs:
+        for owner in [spec] if spec else specs if len(specs) == 1 else []:
             split[owner].setdefault(slug, []).append(entry)
     return split
 
@@ -133,11 +139,17 @@ def _student_report(report: dict, tests: list[dict], sandbox: str) -> dict:
 
 def results_from_report(
     report: dict, students: list[Submission], specs: list[str], options: BatchOptions, sandbox: str
-) -> list[StudentResult]:
+) -> list[StudentResult | str]:
+    """A StudentResult per student, or for a student whose sandbox would not start, the text
+    "<student>: could not be graded: <reason>" (the grader's failure: not to be saved)."""
     split = split_report(report, specs)
-    results = []
+    results: list[StudentResult | str] = []
     for submission, spec in zip(students, specs, strict=True):
         result = StudentResult(submission.student)
+        errors = [e for tests in split[spec].values() for t in tests if (e := grader_error(t))]
+        if errors:
+            results.append(f"{submission.student}: {errors[0]}")
+            continue
         for problem in options.problems:
             tests = split[spec].get(problem.slug, [])
             if not tests:
@@ -157,7 +169,58 @@ def results_from_report(
     return results
 
 
-def grade_chunk(students: list[Submission], options: BatchOptions, sandbox: str) -> list:
+class Stopped(Exception):
+    """The batch is being stopped (Ctrl-C): this chunk's results are to be dropped."""
+
+
+class PytestRuns:
+    """The trusted pytest runs under way, so that a stop can end them all at once."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen] = set()
+        self.stopping = False
+
+    def run(self, command: list[str], env: dict, timeout: float) -> tuple[int, str]:
+        """Run pytest; its exit status and output. Stopped if the batch stops meanwhile."""
+        with self._lock:
+            if self.stopping:
+                raise Stopped
+            process = subprocess.Popen(
+                command, cwd=KIT_ROOT, env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                process_group=0,  # out of the terminal's Ctrl-C: the grader decides
+                preexec_fn=die_with_parent(),  # and gone if the grader is killed
+            )  # fmt: skip
+            self._running.add(process)
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            process.communicate()
+            raise
+        finally:
+            with self._lock:
+                self._running.discard(process)
+        if self.stopping:
+            raise Stopped
+        return process.returncode, output.decode(errors="replace")
+
+    def stop(self) -> None:
+        """Start no more runs, and kill those under way."""
+        with self._lock:
+            self.stopping = True
+            for process in self._running:
+                _kill_group(process)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def grade_chunk(students: list[Submission], options: BatchOptions, sandbox: str,
+                runs: PytestRuns) -> list:  # fmt: skip
     """Grade `students` in one trusted pytest run; if that run fails, grade them one by one.
 
     Returns StudentResults, and for a student who cannot be graded at all, the error text.
@@ -170,24 +233,46 @@ def grade_chunk(students: list[Submission], options: BatchOptions, sandbox: str)
         env = dict(os.environ, **{LIMITS_ENV: json.dumps(options.limits)})
         command = _pytest_command(folders, options, report_path)
         try:
-            run = subprocess.run(command, cwd=KIT_ROOT, env=env, capture_output=True,
-                                 timeout=_run_timeout(len(students), options))  # fmt: skip
+            code, output = runs.run(command, env, _run_timeout(len(students), options))
             report = json.loads(report_path.read_text(encoding="utf-8"))
-            if run.returncode not in (0, 1):  # 1 = some tests failed; anything else is trouble
-                raise RuntimeError(run.stdout.decode(errors="replace")[-2000:])
+            if code not in (0, 1):  # 1 = some tests failed; anything else is trouble
+                raise RuntimeError(output[-2000:])
             return results_from_report(report, students, specs, options, sandbox)
         except (subprocess.TimeoutExpired, OSError, ValueError, RuntimeError, KeyError) as exc:
             if len(students) > 1:
-                return [r for s in students for r in grade_chunk([s], options, sandbox)]
-            return [f"{students[0].student}: grading failed ({type(exc).__name__}: {exc})"]
+                return [r for s in students for r in grade_chunk([s], options, sandbox, runs)]
+            return [f"{students[0].student}: could not be graded: the trusted pytest run failed "
+                    f"({type(exc).__name__}: {exc})"]  # fmt: skip
 
 
 def grade_all(
     students: list[Submission], options: BatchOptions, sandbox: str,
     on_done: Callable[[list], None],
 ) -> None:  # fmt: skip
-    """Grade every student, `options.workers` pytest runs at a time; `on_done` per chunk."""
-    with ThreadPoolExecutor(max_workers=options.workers) as pool:
-        futures = [pool.submit(grade_chunk, c, options, sandbox) for c in chunks(students, options)]
+    """Grade every student, `options.workers` pytest runs at a time; `on_done` per chunk.
+
+    On KeyboardInterrupt the chunks not started are cancelled and the pytest runs under way
+    killed (their students are graded by the next run); chunks already finished are handed to
+    `on_done` first, then the KeyboardInterrupt goes on.
+    """
+    runs = PytestRuns()
+    pool = ThreadPoolExecutor(max_workers=options.workers)
+    futures = [
+        pool.submit(grade_chunk, c, options, sandbox, runs) for c in chunks(students, options)
+    ]
+    handed: set = set()
+    try:
         for future in as_completed(futures):
+            handed.add(future)
             on_done(future.result())
+    except BaseException as exc:
+        runs.stop()
+        pool.shutdown(wait=True, cancel_futures=True)
+        for future in futures if isinstance(exc, KeyboardInterrupt) else []:
+            # Finished while we were stopping: keep them.
+            if future not in handed and not future.cancelled() and future.exception() is None:
+                handed.add(future)
+                on_done(future.result())
+        raise
+    finally:
+        pool.shutdown(wait=True)

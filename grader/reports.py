@@ -23,6 +23,9 @@ RESULTS = "results.json"
 GRADEBOOK = "gradebook.csv"
 MAX_TEST_OUTPUT = 2000
 SUBMISSION_ERROR = "grader.sandbox.proxy.SubmissionError: "  # the message says it all
+# How a test that failed because the sandbox never started shows in the report. Only the
+# trusted side raises it, so a student cannot fake it; such students are not saved.
+GRADER_ERROR = "grader.sandbox.proxy.SandboxUnavailable: "
 
 
 @dataclass
@@ -49,8 +52,12 @@ class StudentResult:
 
 def write_atomically(path: Path, text: str) -> None:
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except BaseException:  # Ctrl-C included: leave no half-written file behind
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def failure_message(test: dict) -> str:
@@ -62,6 +69,15 @@ def failure_message(test: dict) -> str:
             message = crash.get("message") or stage.get("longrepr") or stage.get("outcome", "")
             return str(message).removeprefix(SUBMISSION_ERROR)[:MAX_TEST_OUTPUT]
     return str(test.get("outcome", ""))
+
+
+def grader_error(test: dict) -> str | None:
+    """Why a test could not be run at all (the sandbox did not start), or None."""
+    for phase in ("setup", "call", "teardown"):
+        message = str(((test.get(phase) or {}).get("crash") or {}).get("message") or "")
+        if message.startswith(GRADER_ERROR):
+            return message.removeprefix(GRADER_ERROR)
+    return None
 
 
 def gradescope_results(result: StudentResult, problems: list[Problem], header: str) -> dict:

@@ -2,6 +2,10 @@
 
 Each student must get exactly the points it deserves. The attacks deserve nothing, except the
 few that return a (wrong) value: those earn the tests that accept any value of that kind.
+
+Without a working sandbox (bubblewrap missing, or unable to start one here) the attacks that
+would harm this machine are not run at all, and those that only the sandbox stops are not
+judged: the grader says loudly that it ran unsandboxed, and the suite skips them saying why.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from grader.problems import KIT_ROOT, get_problem
-from grader.sandbox.launch import SANDBOX_UID_BASE, bwrap_command
+from grader.sandbox.launch import NO_BWRAP_ENV, SANDBOX_UID_BASE, bwrap_command
 
 ATTACKS = Path(__file__).parent / "adversarial"
 SLUG = "grpo_objective"
@@ -40,7 +44,33 @@ SHIPPED_EXTRAS = {
     "pytest.ini": "[pytest]\naddopts = -p no:python\n",
     "sitecustomize.py": "import builtins\nbuiltins.isinstance = lambda *a: True\n",
 }
-FORK_BOMB_SAFE = bwrap_command() is not None or os.getuid() != 0
+# Unsandboxed, these harm the machine the suite runs on, so they run only in the sandbox.
+UNSAFE_UNSANDBOXED = {
+    "write_outside": "overwrite test, report and results files all over the disk",
+    "kill_the_grader": "kill every process it may signal (all of them, as root)",
+    "atexit_hook": "rewrite every JSON file under /tmp",
+    "fork_bomb": "fork thousands of processes",
+    "leftover_processes": "leave a daemon running for ten minutes",
+}
+# Harmless unsandboxed, but then they find the answer: only the sandbox earns them their zero.
+NEED_THE_SANDBOX = {
+    "read_hidden_tests": "read the reference solution from disk",
+    "network_access": "download the reference solution",
+}
+
+
+def _sandbox_problem() -> str | None:
+    """Why submissions would run unsandboxed here, or None. bwrap_command probes once."""
+    if os.environ.get(NO_BWRAP_ENV) == "1":
+        return f"bubblewrap is turned off ({NO_BWRAP_ENV}=1)"
+    if shutil.which("bwrap") is None:
+        return "bubblewrap (bwrap) is not installed"
+    if bwrap_command() is None:
+        return "bwrap is installed but cannot start a sandbox here"
+    return None
+
+
+SANDBOX_PROBLEM = _sandbox_problem()
 
 
 def _points(names) -> int:
@@ -49,7 +79,17 @@ def _points(names) -> int:
 
 def _attacks() -> list[Path]:
     attacks = sorted(ATTACKS.glob("*.py"))
-    return [a for a in attacks if FORK_BOMB_SAFE or a.stem != "fork_bomb"]
+    return [a for a in attacks if SANDBOX_PROBLEM is None or a.stem not in UNSAFE_UNSANDBOXED]
+
+
+def _judged(name: str):
+    """The attack as a test parameter, skipped with the reason when it cannot be judged here."""
+    why = UNSAFE_UNSANDBOXED.get(name) or NEED_THE_SANDBOX.get(name)
+    if SANDBOX_PROBLEM is None or why is None:
+        return name
+    ran = "not run" if name in UNSAFE_UNSANDBOXED else "not judged"
+    reason = f"{ran}: {SANDBOX_PROBLEM}, and unsandboxed it would {why}"
+    return pytest.param(name, marks=pytest.mark.skip(reason=reason))
 
 
 class _AnswerServer:
@@ -149,7 +189,9 @@ def test_honest_students_get_full_marks(batch):
         assert book[honest]["total"] == maximum, honest
 
 
-@pytest.mark.parametrize("attack", [a.stem for a in _attacks()] + ["shipped_config"])
+@pytest.mark.parametrize(
+    "attack", [_judged(a.stem) for a in sorted(ATTACKS.glob("*.py"))] + ["shipped_config"]
+)
 def test_attack_gets_exactly_what_it_deserves(batch, attack):
     row = gradebook(batch["out"])[attack]
     results = json.loads((batch["out"] / attack / "results.json").read_text())
@@ -165,14 +207,14 @@ def test_hidden_tests_and_reference_are_untouched(batch):
 
 
 def test_network_is_unreachable(batch):
-    if bwrap_command() is None:
-        pytest.skip("without bubblewrap the network is not cut off (the report says so)")
+    if SANDBOX_PROBLEM:
+        pytest.skip(f"{SANDBOX_PROBLEM}: unsandboxed the network is not cut off")
     assert batch["server"].connections == 0
 
 
 def test_no_sandboxed_process_outlives_the_batch(batch):
-    if bwrap_command() is None:
-        pytest.skip("without bubblewrap a detached daemon can escape (the report says so)")
+    if SANDBOX_PROBLEM:
+        pytest.skip(f"{SANDBOX_PROBLEM}: unsandboxed a detached daemon can escape")
     assert _sandbox_processes() == []
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from grader import submissions as subs
-from grader.batch import parse_shard, shard, split_report
+from grader.batch import BatchOptions, parse_shard, results_from_report, shard, split_report
 from grader.problems import KIT_ROOT, get_problem
 
 SLUG = "grpo_objective"
@@ -129,14 +130,28 @@ def test_split_report_attributes_tests_by_their_parameter():
         {"nodeid": "problems/p/test_p.py::test_no_impl", "outcome": "passed"},
     ]}  # fmt: skip
     split = split_report(report, specs)
-    assert [t["nodeid"] for t in split[specs[0]]["p"]] == [
-        "problems/p/test_p.py::test_a",
-        "problems/p/test_p.py::test_no_impl",
-    ]
-    assert [t["nodeid"] for t in split[specs[1]]["p"]] == [
-        "problems/p/test_p.py::test_b[(1, 2)]",
-        "problems/p/test_p.py::test_no_impl",
-    ]
+    # A test naming no student says nothing about either of them.
+    assert [t["nodeid"] for t in split[specs[0]]["p"]] == ["problems/p/test_p.py::test_a"]
+    assert [t["nodeid"] for t in split[specs[1]]["p"]] == ["problems/p/test_p.py::test_b[(1, 2)]"]
+    # With one student pytest names none: every test is that student's.
+    alone = split_report({"tests": report["tests"][2:]}, specs[:1])
+    assert [t["nodeid"] for t in alone[specs[0]]["p"]] == ["problems/p/test_p.py::test_no_impl"]
+
+
+def test_a_sandbox_that_did_not_start_is_not_a_grade():
+    specs = ["sandbox:/w/s0", "sandbox:/w/s1"]
+    crash = {"message": "grader.sandbox.proxy.SandboxUnavailable: could not be graded: "
+                        "the sandbox did not start: timed out after 30 s"}  # fmt: skip
+    report = {"tests": [
+        {"nodeid": f"problems/{SLUG}/test_{SLUG}.py::test_a[{specs[0]}]", "outcome": "passed"},
+        {"nodeid": f"problems/{SLUG}/test_{SLUG}.py::test_a[{specs[1]}]", "outcome": "failed",
+         "call": {"outcome": "failed", "crash": crash}},
+    ]}  # fmt: skip
+    students = [subs.Submission("ada"), subs.Submission("bob")]
+    options = BatchOptions([get_problem(SLUG)])
+    graded, failed = results_from_report(report, students, specs, options, "bubblewrap")
+    assert graded.student == "ada"
+    assert failed == "bob: could not be graded: the sandbox did not start: timed out after 30 s"
 
 
 # ------------------------------------------------------------------ a batch of bad input
@@ -258,3 +273,122 @@ def test_shards_merge_into_one_gradebook(tmp_path):
     clash = grpo_kit("merge", str(tmp_path / "shard1"), str(tmp_path / "again"), "--out",
                      str(tmp_path / "clash"))  # fmt: skip
     assert clash.returncode == 1 and "kept the first" in clash.stderr
+
+
+# ------------------------------------------------------------------ stopping the grader
+
+# Its first call runs into the time limit (30 s below) without a word of pytest output: a
+# pytest run that outlives the grader is not ended by writing to the grader's closed pipe.
+SLOW = "import time\n\ndef grpo_objective(*args, **kwargs):\n    time.sleep(60)\n"
+
+
+def _slow_class(folder: Path) -> list[str]:
+    """Two quick students graded first, then slow ones (minutes each)."""
+    fast = ["a_fast0", "a_fast1"]
+    for name in fast:
+        write(folder / name, f"{SLUG}.py", REFERENCE.read_text())
+    for i in range(6):
+        write(folder / f"slow{i}", f"{SLUG}.py", SLOW)
+    return fast
+
+
+def _start_grading(submissions: Path, out: Path) -> subprocess.Popen:
+    command = [sys.executable, "-m", "grader.cli", "grade", str(submissions), "--out", str(out),
+               "--problems", SLUG, "--time-limit", "30", "--workers", "1", "--batch-size", "1"]  # fmt: skip
+    return subprocess.Popen(command, cwd=KIT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)  # fmt: skip
+
+
+def _session(leader: int) -> dict[int, str]:
+    """pid -> command line of the processes in `leader`'s session (the grader and its pytests)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit():
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == leader and fields[0] != "Z":  # a zombie is dead already
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, IndexError, ValueError):
+            continue
+    return {pid: line.decode(errors="replace") for pid, line in found.items()}
+
+
+def _pytest_running(grader: subprocess.Popen) -> bool:
+    return any("grader.batch_plugin" in line for line in _session(grader.pid).values())
+
+
+def _wait_for(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_stops_the_batch_and_keeps_what_is_done(tmp_path):
+    submissions, out = tmp_path / "submissions", tmp_path / "out"
+    fast = _slow_class(submissions)
+    process = _start_grading(submissions, out)
+    try:
+        assert _wait_for(lambda: all((out / s / "results.json").exists() for s in fast), 300)
+        assert _wait_for(lambda: _pytest_running(process), 30)
+        time.sleep(1)  # well inside a slow student's run
+        kept = {s: (out / s / "results.json").stat().st_mtime_ns for s in fast}
+        stopped = time.monotonic()
+        process.send_signal(signal.SIGINT)  # to the grader alone, as a terminal's Ctrl-C is
+        stdout, stderr = process.communicate(timeout=60)
+        took = time.monotonic() - stopped
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 130, stderr[-3000:]
+    assert took < 10, f"took {took:.1f} s to stop"
+    assert "Run the same command again" in stderr
+    assert {p.parent.name for p in out.glob("*/results.json")} == set(fast)
+    for student, mtime in kept.items():
+        assert (out / student / "results.json").stat().st_mtime_ns == mtime
+    assert _wait_for(lambda: not _session(process.pid), 5), _session(process.pid)
+    assert set(gradebook(out)) == set(fast)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux's")
+def test_pytest_runs_die_with_the_grader(tmp_path):
+    submissions, out = tmp_path / "submissions", tmp_path / "out"
+    fast = _slow_class(submissions)
+    process = _start_grading(submissions, out)
+    try:
+        assert _wait_for(lambda: all((out / s / "results.json").exists() for s in fast), 300)
+        assert _wait_for(lambda: _pytest_running(process), 30)
+        time.sleep(1)  # well inside a slow student's run, which writes nothing for 30 s
+        process.kill()  # the grader alone, not its process group
+        process.communicate()
+        assert _wait_for(lambda: not _session(process.pid), 10), _session(process.pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def test_a_sandbox_that_cannot_start_grades_no_one_and_says_so(tmp_path):
+    submissions, out = tmp_path / "submissions", tmp_path / "out"
+    _class(submissions, 3)
+    # Every sandbox now times out starting up (the children are not prestarted either).
+    hooks = tmp_path / "hooks"
+    write(hooks, "sitecustomize.py", "import grader.sandbox.launch as launch\n"
+          "import grader.sandbox.proxy as proxy\n\n"
+          "launch.STARTUP_GRACE_S = 0.0\nproxy.prestart = lambda *args: None\n")  # fmt: skip
+    broken = grpo_kit("grade", str(submissions), "--out", str(out), "--problems", SLUG,
+                      env=dict(os.environ, PYTHONPATH=str(hooks)))  # fmt: skip
+    assert broken.returncode == 1, broken.stderr[-3000:]
+    for i in range(3):
+        line = f"NOT GRADED: student{i:02d}: could not be graded: the sandbox did not start"
+        assert line in broken.stdout and line in broken.stderr
+    assert "3 could not be graded" in broken.stdout
+    assert not list(out.glob("*/results.json")), "a failure of the grader was saved as a grade"
+
+    run = grade(submissions, out)  # a rerun tries them again
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "0 already graded" in run.stdout
+    assert sorted(gradebook(out)) == [f"student{i:02d}" for i in range(3)]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 import pytest
 
-from grader.sandbox import protocol
-from grader.sandbox.proxy import SubmissionError, load_sandboxed
+from grader import batch_plugin
+from grader.sandbox import child, launch, protocol
+from grader.sandbox.proxy import SandboxUnavailable, SubmissionError, load_sandboxed
 
 # ------------------------------------------------------------------ the codec
 
@@ -123,13 +127,17 @@ class Mine(Exception):
 
 def custom():
     raise Mine("my own exception")
+
+def stops(x):
+    raise StopIteration
 """
 
 
 @pytest.fixture(scope="module")
 def numpy_impl(tmp_path_factory):
     root = tmp_path_factory.mktemp("numpy")
-    problem = make_problem(root, "pyodide", ["scale", "scale_in_place", "custom", "absent"])
+    names = ["scale", "scale_in_place", "custom", "stops", "absent"]
+    problem = make_problem(root, "pyodide", names)
     (root / "toy.py").write_text(NUMPY_SOLUTION)
     return load_sandboxed(problem, str(root / "toy.py"))
 
@@ -147,6 +155,12 @@ def test_builtin_exceptions_keep_their_type(numpy_impl):
 def test_other_exceptions_become_submission_errors(numpy_impl):
     with pytest.raises(SubmissionError, match="Mine: my own exception"):
         numpy_impl.custom()
+
+
+def test_stop_iteration_does_not_end_the_tests_loop(numpy_impl):
+    # Raised again as StopIteration it would end map() quietly, and all() would be True.
+    with pytest.raises(SubmissionError, match="raised StopIteration"):
+        all(map(numpy_impl.stops, [1, 2]))
 
 
 def test_in_place_changes_reach_the_test(numpy_impl):
@@ -273,3 +287,49 @@ def test_the_global_generator_is_shared_with_the_child(torch_impl):
         torch.manual_seed(11)
         got = torch_impl.draw(4), torch.rand(2)
     assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
+
+
+# ------------------------------------------------------------------ the grader's own failures
+
+
+@pytest.mark.parametrize("how", ["start-up timeout", "no interpreter"])
+def test_a_sandbox_that_does_not_start_is_the_graders_failure(tmp_path, monkeypatch, how):
+    problem = make_problem(tmp_path, "pyodide", ["scale"])
+    (tmp_path / "toy.py").write_text(NUMPY_SOLUTION)
+    if how == "start-up timeout":
+        monkeypatch.setattr(launch, "STARTUP_GRACE_S", 0.0)
+    else:
+        monkeypatch.setattr(launch.sys, "executable", str(tmp_path / "no-such-python"))
+    impl = load_sandboxed(problem, str(tmp_path / "toy.py"))
+    for _ in range(2):  # and it stays so for the problem's later calls
+        with pytest.raises(SandboxUnavailable, match="could not be graded: the sandbox"):
+            impl.scale([1.0])
+
+
+def test_the_trusted_side_reseeds_global_generators_before_each_test():
+    torch = pytest.importorskip("torch")
+    state = np.random.get_state()
+    try:
+        with torch.random.fork_rng():
+            draws = []
+            for seed in (1, 2):  # what the previous student's call left behind
+                torch.manual_seed(seed)
+                np.random.seed(seed)
+                batch_plugin.pytest_runtest_setup(type("Item", (), {"nodeid": "x"}))
+                draws.append((torch.rand(3), np.random.rand(3)))
+            assert torch.equal(draws[0][0], draws[1][0])
+            assert np.array_equal(draws[0][1], draws[1][1])
+    finally:
+        np.random.set_state(state)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_process_limit_counts_what_the_kernel_counts():
+    # Under a setuid bwrap (same user namespace) the kernel counts the uid's processes outside
+    # the child's PID namespace too: the count the trusted side took there must be used.
+    userns = os.stat("/proc/self/ns/user").st_ino
+    assert child._processes_already_counted({"userns": userns, "processes": 10_000}) == 10_000
+    # In a user namespace of its own the kernel counts only those the child can see.
+    own = child._processes_already_counted(None)
+    assert 1 <= own < 10_000
+    assert child._processes_already_counted({"userns": userns + 1, "processes": 10_000}) == own

@@ -80,6 +80,7 @@ def _problems(slugs: list[str] | None) -> list:
 
 
 def _summary(results: list, problems: list, failed: list[str], skipped: int, seconds: float) -> str:
+    """The table per problem, then the counts; `failed` holds "<student>: <why>" lines."""
     lines = [f"{'problem':<24}{'graded':>8}{'full marks':>12}{'mean':>10}{'max':>8}"]
     for problem in problems:
         scores = [r.score(problem.slug) for r in results]
@@ -92,7 +93,10 @@ def _summary(results: list, problems: list, failed: list[str], skipped: int, sec
         f"{len(results)} graded in {seconds:.1f} s ({rate:.2f} students/s), "
         f"{skipped} already graded (use --force to regrade), {len(failed)} could not be graded"
     )
-    lines += [f"  NOT GRADED: {message}" for message in failed]
+    lines += [f"  NOT GRADED: {message.splitlines()[0]}" for message in failed]
+    if failed:
+        lines.append("  (the grader's failures, not the students': fix the cause and run the "
+                     "same command again to grade them)")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -141,18 +145,28 @@ def run(args: argparse.Namespace) -> int:
 
         def on_done(chunk: list) -> None:
             for item in chunk:
-                if isinstance(item, str):
+                if isinstance(item, str):  # nothing saved, so the next run tries again
                     failed.append(item)
+                    bar.write(f"NOT GRADED: {item}", file=sys.stderr)
                 else:
                     write_student(args.out, item, problems, header)
                     results.append(item)
             bar.update(len(chunk))
 
-        grade_all(todo, options, sandbox_mode(), on_done)
+        interrupted = False
+        try:
+            grade_all(todo, options, sandbox_mode(), on_done)
+        except KeyboardInterrupt:
+            interrupted = True
     elapsed = time.monotonic() - started
     gradebook = write_gradebook(args.out, [p.slug for p in problems])
     print(_summary(results, problems, failed, len(mine) - len(todo), elapsed))
     print(f"gradebook: {gradebook}")
     if warning:
         print(warning, file=sys.stderr)
+    if interrupted:
+        print(f"interrupted: {len(results)} of {len(todo)} students graded and saved. Run the "
+              "same command again to grade the rest (saved students are skipped).",
+              file=sys.stderr)  # fmt: skip
+        return 130
     return 1 if failed else 0

@@ -51,6 +51,23 @@ def _count_processes(uid: int) -> int:
     return count
 
 
+def _processes_already_counted(host: dict | None) -> int:
+    """How many processes of our uid RLIMIT_NPROC already counts (it counts them all).
+
+    Our /proc shows only our PID namespace. That is the right count when bwrap made a new
+    user namespace too (the kernel counts per user namespace); under a setuid bwrap it is
+    not, and the count the trusted side took outside (`host`) is the one that matters.
+    """
+    own = _count_processes(os.getuid())
+    if host is None:
+        return own
+    try:
+        same_userns = os.stat("/proc/self/ns/user").st_ino == host["userns"]
+    except OSError:
+        same_userns = True
+    return max(own, int(host["processes"])) if same_userns else own
+
+
 def _drop_privileges(uid: int | None) -> None:
     # Root ignores RLIMIT_NPROC, so a fork bomb is only contained once we are someone else.
     if uid is not None and os.getuid() == 0:
@@ -59,7 +76,7 @@ def _drop_privileges(uid: int | None) -> None:
         os.setuid(uid)
 
 
-def _set_limits(limits: dict) -> None:
+def _set_limits(limits: dict, host: dict | None = None) -> None:
     cpu = int(limits["cpu_s"]) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     # Address space counts what the interpreter and libraries already mapped (torch maps a lot),
@@ -71,7 +88,7 @@ def _set_limits(limits: dict) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     processes = int(limits["nproc"])
     if os.getuid() != 0:
-        processes += _count_processes(os.getuid())  # the limit counts all of this user's processes
+        processes += _processes_already_counted(host)
     resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
 
 
@@ -148,7 +165,6 @@ class Server:
             "load": self.load,
             "call": self.call,
             "backward": self.backward,
-            "ping": lambda request: {},
         }
         while True:
             try:
@@ -241,7 +257,7 @@ def main() -> None:
 
         torch.set_num_threads(1)
     _drop_privileges(config["uid"])
-    _set_limits(config["limits"])
+    _set_limits(config["limits"], config.get("host"))
     write_frame(proto_out, {"ready": True})
     Server(proto_in, proto_out).serve()
 

@@ -11,6 +11,7 @@ the child's whole process group (and with it the PID namespace).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import itertools
 import json
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -47,6 +49,10 @@ CHILD_ENV = {
 }
 SANDBOX_UID_BASE = 2_000_000
 SUBMISSION_DIR = "/submission"  # where the child sees the student's files
+# What every sandbox unshares; the probe in `bwrap_command` asks for the same.
+ISOLATION = ("--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+             "--unshare-cgroup-try", "--die-with-parent", "--new-session")  # fmt: skip
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _uids = itertools.count()
 
 
@@ -66,6 +72,32 @@ class SandboxFailure(Exception):
     """The child timed out, crashed, ran out of memory or broke the protocol; it is now dead."""
 
 
+class SandboxStartFailure(SandboxFailure):
+    """The child never became ready. No student code had run yet: this is the grader's problem."""
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that has Linux SIGKILL the child when its parent dies; None elsewhere.
+
+    The kernel sends the signal when the *thread* that started the child ends, so start
+    children from threads that outlive them (the main thread, or a pool's worker).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl: no signal would ever come
+            os._exit(1)
+
+    return preexec
+
+
 @functools.cache
 def bwrap_command() -> str | None:
     """The bwrap executable if it can actually start a sandbox here, else None."""
@@ -74,7 +106,10 @@ def bwrap_command() -> str | None:
     path = shutil.which("bwrap")
     if path is None:
         return None
-    probe = [path, "--unshare-pid", "--die-with-parent", "--ro-bind", "/", "/", "true"]
+    # The same isolation the children get: bwrap that is installed but cannot create one of
+    # these namespaces here (a container, a hardened kernel) counts as unavailable.
+    probe = [path, *ISOLATION, "--ro-bind", "/", "/", "--tmpfs", "/tmp", "--proc", "/proc",
+             "--dev", "/dev", "true"]  # fmt: skip
     try:
         return (
             path if subprocess.run(probe, capture_output=True, timeout=30).returncode == 0 else None
@@ -164,8 +199,7 @@ def _bwrap_args(submission: Path, inside: Path) -> list[str]:
     # `inside` is /submission or a file in it; bwrap would create /submission as 0700.
     return [
         bwrap_command(),
-        "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-        "--die-with-parent", "--new-session",
+        *ISOLATION,
         # The private /tmp comes first: the kit or its venv may live under /tmp (a CI clone),
         # and binds made after it still show through.
         "--tmpfs", "/tmp",
@@ -174,6 +208,28 @@ def _bwrap_args(submission: Path, inside: Path) -> list[str]:
         "--ro-bind", str(submission), str(inside),
         "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp",
     ]  # fmt: skip
+
+
+def _host_processes() -> dict | None:
+    """What a child under bwrap needs to set RLIMIT_NPROC right when the grader is not root.
+
+    The kernel counts all processes of the uid in the user namespace that owns them, but the
+    child's /proc shows only its PID namespace. Under a setuid bwrap (no new user namespace)
+    the count that matters is the one seen from here.
+    """
+    if os.getuid() == 0:
+        return None  # the child becomes a fresh uid of its own, with no other processes
+    try:
+        userns = os.stat("/proc/self/ns/user").st_ino
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    count = 0
+    for entry in entries:
+        with contextlib.suppress(OSError):
+            if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == os.getuid():
+                count += 1
+    return {"userns": userns, "processes": count}
 
 
 def _signal_name(number: int) -> str:
@@ -222,24 +278,32 @@ class SandboxProcess:
         config = {
             "limits": asdict(limits) | {"cpu_s": CPU_LIMIT_S},
             "torch": torch,
-            # Its own unprivileged uid, so RLIMIT_NPROC binds it alone. Only under bubblewrap:
-            # elsewhere the interpreter may live where that uid cannot read (/root/.pyenv).
+            # A grader running as root gives each child its own unprivileged uid, so that
+            # RLIMIT_NPROC binds it alone. Only under bubblewrap: elsewhere the interpreter
+            # may live where that uid cannot read (/root/.pyenv).
             "uid": (SANDBOX_UID_BASE + (os.getpid() % 100_000) * 100 + next(_uids) % 100)
             if bwrap
             else None,
+            "host": _host_processes() if bwrap else None,
         }
         child = [sys.executable, "-I", "-m", "grader.sandbox.child", json.dumps(config)]
         command = _bwrap_args(root, self.inside) + child if bwrap else child
         self.sandboxed = bool(bwrap)
-        self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=CHILD_ENV,
-            cwd="/tmp",
-            start_new_session=True,  # its own process group, so one kill ends all it started
-        )
+        self.started = False  # until the ready frame, a failure is the grader's, not the student's
+        try:
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=CHILD_ENV,
+                cwd="/tmp",
+                start_new_session=True,  # its own process group, so one kill ends all it started
+                # bwrap's --die-with-parent does this in the sandbox; without it, ask the kernel.
+                preexec_fn=None if bwrap else die_with_parent(),
+            )
+        except OSError as exc:
+            raise SandboxStartFailure(f"the sandbox could not be started: {exc}") from None
         os.set_blocking(self.process.stdin.fileno(), False)
         os.set_blocking(self.process.stdout.fileno(), False)
         self.output = _OutputDrain(self.process.stderr.fileno(), limits.output_kb * 1024)
@@ -260,9 +324,6 @@ class SandboxProcess:
             pipe.close()
         self.output.join(timeout=1)
 
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
     def _exit_description(self) -> str:
         try:
             code = self.process.wait(timeout=2)
@@ -275,6 +336,8 @@ class SandboxProcess:
             return f"crashed: killed by SIGKILL (memory limit of {self.limits.memory_mb} MiB?)"
         if number:
             return f"crashed: killed by {_signal_name(number)}"
+        if not self.started:
+            return f"exited with status {code}"
         return f"exited with status {code} (never call sys.exit, os._exit or quit)"
 
     # ------------------------------------------------------------ frames under a deadline
@@ -323,9 +386,11 @@ class SandboxProcess:
             raise self._fail(f"sent malformed data ({exc})") from None
 
     def wait_ready(self) -> None:
-        reply = self.exchange(None, STARTUP_GRACE_S, f"did not start within {STARTUP_GRACE_S:g} s")
-        if reply.get("ready") is not True:
-            raise self._fail("did not start properly")
-
-    def output_text(self) -> str:
-        return self.output.text()
+        """Wait for the ready frame; SandboxStartFailure if it does not come."""
+        try:
+            reply = self.exchange(None, STARTUP_GRACE_S, f"timed out after {STARTUP_GRACE_S:g} s")
+            if reply.get("ready") is not True:
+                raise self._fail("its first frame was not the ready frame")
+        except SandboxFailure as exc:
+            raise SandboxStartFailure(f"the sandbox did not start: {exc}") from None
+        self.started = True

@@ -6,6 +6,8 @@ names. Calling one sends the arguments as plain data to the submission's child p
 comes back. A student's exception comes back as its type and message: a builtin exception is
 raised again as the same type, so ``pytest.raises(ValueError)`` works; anything else (a
 timeout, a crash, ``SystemExit``, a value that is not plain data) becomes `SubmissionError`.
+A child that never starts is the grader's failure, not the student's: `SandboxUnavailable`,
+which the batch grader reports as "could not be graded" and does not save.
 
 ``<path>`` may be a file, or a folder holding ``<slug>.py`` (so one pytest run can grade many
 problems). The batch grader marks a file it rejected with ``<slug>.py.rejected`` beside it,
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import builtins
+import contextlib
 import json
 import os
 import time
@@ -26,7 +29,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from grader.loader import Unavailable, implemented_names
-from grader.sandbox.launch import Limits, SandboxFailure, SandboxProcess, sandbox_mode
+from grader.sandbox.launch import (
+    Limits,
+    SandboxFailure,
+    SandboxProcess,
+    SandboxStartFailure,
+    sandbox_mode,
+)
 from grader.sandbox.protocol import UnsupportedValue, decode, encode, mutable_leaves
 
 LIMITS_ENV = "GRPO_KIT_SANDBOX_LIMITS"  # JSON of Limits fields, set by the batch grader
@@ -36,6 +45,18 @@ REJECTED_SUFFIX = ".rejected"
 
 class SubmissionError(Exception):
     """The submission failed in a way that is not an ordinary exception of its own code."""
+
+
+class SandboxUnavailable(Exception):
+    """The sandbox could not be started, so the submission could not be graded at all.
+
+    Raised before any student code runs in that child, so no student can raise it.
+    """
+
+
+# Raised again in the test as the builtin, these would end the loop or generator around the
+# call instead of failing the test: `all(map(impl.f, xs))` would be True.
+ITERATION_CONTROL = (StopIteration, StopAsyncIteration, GeneratorExit)
 
 
 def problem_limits(problem_dir: Path, overrides: dict | None = None) -> Limits:
@@ -77,21 +98,27 @@ class Child:
             self.process.kill()
         self.process, self.loaded = None, {}
 
-    def start(self) -> None:
+    def start(self) -> SandboxProcess:
         """Start the process without waiting for it (it imports numpy while tests run)."""
         if self.process is None:
             self.process, self.ready = SandboxProcess(self.root, self.limits, self.torch), False
         _WARM.touch(self)
+        return self.process
 
-    def exchange(self, message: dict, allowance: float, late: str) -> dict:
-        self.start()
+    def ensure_ready(self) -> SandboxProcess:
+        """The started, ready process; SandboxStartFailure if it cannot be had."""
+        process = self.start()
         if not self.ready:
             try:
-                self.process.wait_ready()
+                process.wait_ready()
             except SandboxFailure:
                 self.close()
                 raise
             self.ready = True
+        return process
+
+    def exchange(self, message: dict, allowance: float, late: str) -> dict:
+        self.ensure_ready()
         self.requests += 1
         try:
             reply = self.process.exchange(message | {"id": self.requests}, allowance, late)
@@ -134,15 +161,30 @@ class Submission:
                  child: Child):  # fmt: skip
         self.slug, self.path, self.names, self.limits = problem_dir.name, path, names, limits
         self.child = child
-        self.failure: str | None = None  # once set, every later call fails fast with it
+        # Once set, every later call fails fast with it.
+        self.failure: tuple[type[Exception], str] | None = None
         self.used_s = 0.0
 
-    def _die(self, reason: str):
-        self.failure = reason
-        raise SubmissionError(reason)
+    def _die(self, reason: str, kind: type[Exception] = SubmissionError):
+        self.failure = (kind, reason)
+        raise kind(reason)
+
+    def _check(self) -> None:
+        if self.failure:
+            kind, reason = self.failure
+            raise kind(reason)
+
+    def _ready(self) -> SandboxProcess:
+        """The child, ready for requests. Its start-up is not on the submission's clock."""
+        self._check()
+        try:
+            return self.child.ensure_ready()
+        except SandboxStartFailure as exc:
+            self._die(f"could not be graded: {exc}", SandboxUnavailable)
 
     def _exchange(self, message: dict) -> dict:
         """One request under this problem's clock: per call, and for all calls together."""
+        self._ready()
         left = self.limits.total_s - self.used_s
         if self.limits.call_s <= left:
             allowance, late = self.limits.call_s, f"timed out after {self.limits.call_s:g} s"
@@ -157,12 +199,12 @@ class Submission:
             self.used_s += time.monotonic() - started
 
     def _names(self) -> dict[str, str]:
-        if self.failure:
-            raise SubmissionError(self.failure)
+        self._check()
         if self.slug not in self.child.loaded:
+            path = self._ready().path_inside(self.path)
             try:
                 reply = self._exchange({"op": "load", "module": self.slug, "names": self.names,
-                                        "path": self.child_path()})  # fmt: skip
+                                        "path": path})  # fmt: skip
             except SubmissionError as exc:
                 self._die(f"{exc} while being imported")
             if "error" in reply:
@@ -170,14 +212,7 @@ class Submission:
             self.child.loaded[self.slug] = reply.get("names") or {}
         return self.child.loaded[self.slug]
 
-    def child_path(self) -> str:
-        if self.child.process is None:  # start it now, to learn where it sees the file
-            self.child.exchange({"op": "ping"}, self.limits.call_s, "did not answer")
-        return self.child.process.path_inside(self.path)
-
     def request(self, message: dict) -> dict:
-        if self.failure:
-            raise SubmissionError(self.failure)
         return self._exchange(message)
 
     def call(self, name: str, args: tuple, kwargs: dict, keep_graph: bool = False) -> dict:
@@ -263,6 +298,8 @@ def _student_exception(error: dict, limits: Limits) -> Exception:
     if builtin is None:
         return SubmissionError(f"the function raised {kind}: {message} (it must return a value)")
     klass = getattr(builtins, str(builtin), None)
+    if isinstance(klass, type) and issubclass(klass, ITERATION_CONTROL):
+        return SubmissionError(f"the function raised {kind}: {message} (it must return a value)")
     if isinstance(klass, type) and issubclass(klass, Exception) and klass is not Exception:
         try:
             return klass(message if kind == klass.__name__ else f"{kind}: {message}")
@@ -316,7 +353,9 @@ def prestart(problem_dir: Path, submission_path: str) -> None:
     """Start the child for a submission that will be tested next, so its startup overlaps."""
     _, reason = resolve_submission(Path(problem_dir), submission_path)
     if reason is None:
-        _child(Path(problem_dir), submission_path).start()
+        # A start that fails here is tried again, and reported, when the child is first used.
+        with contextlib.suppress(SandboxStartFailure):
+            _child(Path(problem_dir), submission_path).start()
 
 
 def load_sandboxed(problem_dir: Path, submission_path: str) -> SimpleNamespace:
