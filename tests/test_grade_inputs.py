@@ -327,23 +327,31 @@ def _wait_for(condition, seconds: float) -> bool:
     return True
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_ctrl_c_stops_the_batch_and_keeps_what_is_done(tmp_path):
+@contextlib.contextmanager
+def _grading_a_slow_student(tmp_path):
+    """(grader process, output folder, fast students) once the fast students are graded and a
+    slow student's pytest run is under way; the grader's whole process group is killed after."""
     submissions, out = tmp_path / "submissions", tmp_path / "out"
     fast = _slow_class(submissions)
     process = _start_grading(submissions, out)
     try:
         assert _wait_for(lambda: all((out / s / "results.json").exists() for s in fast), 300)
         assert _wait_for(lambda: _pytest_running(process), 30)
-        time.sleep(1)  # well inside a slow student's run
+        time.sleep(1)  # well inside a slow student's run, which writes nothing for 30 s
+        yield process, out, fast
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_stops_the_batch_and_keeps_what_is_done(tmp_path):
+    with _grading_a_slow_student(tmp_path) as (process, out, fast):
         kept = {s: (out / s / "results.json").stat().st_mtime_ns for s in fast}
         stopped = time.monotonic()
         process.send_signal(signal.SIGINT)  # to the grader alone, as a terminal's Ctrl-C is
         stdout, stderr = process.communicate(timeout=60)
         took = time.monotonic() - stopped
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode == 130, stderr[-3000:]
     assert took < 10, f"took {took:.1f} s to stop"
     assert "Run the same command again" in stderr
@@ -356,19 +364,10 @@ def test_ctrl_c_stops_the_batch_and_keeps_what_is_done(tmp_path):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux's")
 def test_pytest_runs_die_with_the_grader(tmp_path):
-    submissions, out = tmp_path / "submissions", tmp_path / "out"
-    fast = _slow_class(submissions)
-    process = _start_grading(submissions, out)
-    try:
-        assert _wait_for(lambda: all((out / s / "results.json").exists() for s in fast), 300)
-        assert _wait_for(lambda: _pytest_running(process), 30)
-        time.sleep(1)  # well inside a slow student's run, which writes nothing for 30 s
+    with _grading_a_slow_student(tmp_path) as (process, _, _):
         process.kill()  # the grader alone, not its process group
         process.communicate()
         assert _wait_for(lambda: not _session(process.pid), 10), _session(process.pid)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
 
 
 def test_a_sandbox_that_cannot_start_grades_no_one_and_says_so(tmp_path):
