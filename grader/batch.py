@@ -44,12 +44,6 @@ PYTEST_SPEEDUPS = (
     # in the batch). One line per failure keeps the crash message students see, and is cheap.
     "--tb=line", "-rN",
 )  # fmt: skip
-# Problems whose tests hand the student's function objects that cannot cross the sandbox yet
-# (a model to train, a task with a tokenizer and reward functions). Grading them would fail
-# every student, so they are refused.
-NOT_SANDBOXABLE = {
-    "grpo_trainer": "its tests hand the trainer a model and a task, which cannot cross the sandbox",
-}
 
 
 @dataclass(frozen=True)

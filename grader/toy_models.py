@@ -1,9 +1,9 @@
-"""Tiny language models that the sample_group tests hand to the function under test.
+"""Tiny language models (and a wrapper) that tests hand to the function under test.
 
 They are test fixtures, not secrets: the learner's function receives them as its `model`. They
 live in the kit rather than in the hidden test file so that the batch grader's sandbox can
 import them and rebuild a model there from its class name, the keyword arguments it was made
-with (`init_kwargs`) and its weights (see ``grader/sandbox/protocol.py``). What a model
+with (`init_kwargs`) and its weights (see ``grader/kit_types.py``). What a model
 remembers between calls (the lengths it has seen, how often it was called) does not travel:
 each sandboxed call gets a fresh copy, which is how the tests use them.
 """
@@ -139,14 +139,17 @@ class CounterLM(ToyLM):
         return self.table[input_ids]
 
 
-# The models the sandbox may rebuild, by class name: nothing else can be named from outside.
-MODELS: dict[str, type[ToyLM]] = {
-    model.__name__: model
-    for model in (
-        PositionalBigramLM,
-        CachedPositionalBigramLM,
-        LogitsOutputLM,
-        ConstantLM,
-        CounterLM,
-    )
-}
+class NoEos(ToyLM):
+    """Wraps a causal LM (logits in `.logits`) so that `eos_id` is never sampled.
+
+    The capstone's tests use it to get completions that are all truncated.
+    """
+
+    def __init__(self, model: torch.nn.Module, eos_id: int):
+        super().__init__(model=model, eos_id=eos_id)
+        self.model, self.eos_id = model, eos_id
+
+    def forward(self, input_ids, attention_mask=None):
+        logits = self.model(input_ids, attention_mask=attention_mask).logits.clone()
+        logits[..., self.eos_id] = float("-inf")
+        return logits

@@ -102,13 +102,12 @@ def test_oversized_zip_is_rejected(tmp_path, monkeypatch):
     assert "larger than" in found.rejected[SLUG]
 
 
-def test_a_problem_that_cannot_cross_the_sandbox_is_refused_with_the_reason(tmp_path):
-    write(tmp_path / "class" / "ada", "grpo_trainer.py", "def train():\n    pass\n")
-    run = grpo_kit("grade", str(tmp_path / "class"), "--out", str(tmp_path / "out"),
-                   "--problems", "grpo_trainer")  # fmt: skip
-    assert run.returncode == 2
-    assert "grpo_trainer: its tests hand the trainer a model and a task" in run.stderr
-    assert not (tmp_path / "out").exists(), "nothing is graded when a problem is refused"
+def test_every_problem_is_graded_by_default_the_capstone_too():
+    from grader.commands.grade import _problems
+    from grader.problems import all_problems
+
+    slugs = [p.slug for p in _problems(None)]
+    assert "grpo_trainer" in slugs and slugs == [p.slug for p in all_problems()]
 
 
 def test_shards_are_disjoint_and_cover_the_class():

@@ -289,6 +289,293 @@ def test_the_global_generator_is_shared_with_the_child(torch_impl):
     assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
 
 
+# ------------------------------------------------------------------ models, optimizers, callbacks
+
+TRAINING_SOLUTION = """
+import os
+import time
+
+import torch
+
+from grader.sandbox.protocol import write_frame
+
+def train(model, optimizer, steps, scheduler=None):
+    for _ in range(steps):
+        optimizer.zero_grad()
+        (model.table ** 2).sum().backward()
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+    return steps
+
+def doubled_sum(model):
+    return model.table.sum() * 2
+
+def score(reward_fn, ids, answers):
+    return reward_fn(ids, answers)
+
+def score_safely(reward_fn):
+    try:
+        return reward_fn(torch.ones(2), ["a", "b"])
+    except ValueError as exc:
+        return "caught: " + str(exc)
+
+def keep(reward_fn):
+    global KEPT
+    KEPT = reward_fn
+
+def call_kept():
+    return KEPT(torch.ones(1), ["a"])
+
+def flood(reward_fn):
+    while True:
+        reward_fn(torch.ones(1), ["a"])
+
+def _protocol_out():
+    for fd in range(3, 32):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:") and os.get_blocking(fd):
+                import fcntl
+                if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:
+                    return fd
+        except OSError:
+            continue
+
+def garbage_callback(kind):
+    frames = {
+        "unhashable id": {"callback": [0], "args": [], "kwargs": {}},
+        "bad value": {"callback": 0, "args": [{"__t": "ndarray", "dtype": "object"}],
+                      "kwargs": {}},
+        "args not a list": {"callback": 0, "args": "text", "kwargs": {}},
+    }
+    write_frame(_protocol_out(), frames[kind])
+    time.sleep(30)
+
+def sees_reference():
+    try:
+        import reference.gpt  # noqa: F401
+    except ImportError:
+        return False
+    return True
+"""
+
+
+def _training(root):
+    pytest.importorskip("torch")
+    names = ["train", "doubled_sum", "score", "score_safely", "keep", "call_kept", "flood",
+             "garbage_callback", "sees_reference"]  # fmt: skip
+    problem = make_problem(root, "python", names)
+    (root / "toy.py").write_text(TRAINING_SOLUTION)
+    return load_sandboxed(problem, str(root / "toy.py"))
+
+
+@pytest.fixture(scope="module")
+def training_impl(tmp_path_factory):
+    return _training(tmp_path_factory.mktemp("training"))
+
+
+def _toy_training(optimizer_class, steps: int, schedule=None, **options):
+    """A ConstantLM with an optimizer (and LambdaLR), and a copy trained here as expected."""
+    import torch
+
+    from grader.toy_models import ConstantLM
+
+    models = [ConstantLM([0.1, 0.2, 0.3, 0.4]) for _ in range(2)]
+    optimizers = [optimizer_class(m.parameters(), **options) for m in models]
+    schedulers = [torch.optim.lr_scheduler.LambdaLR(o, schedule) if schedule else None
+                  for o in optimizers]  # fmt: skip
+    model, optimizer, scheduler = models[1], optimizers[1], schedulers[1]
+    for _ in range(steps):
+        optimizer.zero_grad()
+        (model.table**2).sum().backward()
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+    return (models[0], optimizers[0], schedulers[0]), (model, optimizer, scheduler)
+
+
+def test_the_childs_optimizer_steps_train_the_tests_model(training_impl):
+    import torch
+
+    (model, optimizer, _), (local, local_optimizer, _) = _toy_training(torch.optim.AdamW, 3,
+                                                                      lr=0.1)  # fmt: skip
+    param = model.table
+    assert training_impl.train(model, optimizer, 3) == 3
+    assert model.table is param, "the test's parameter keeps its identity"
+    torch.testing.assert_close(model.table.detach(), local.table.detach())
+    state, expected = optimizer.state[param], local_optimizer.state[local.table]
+    assert int(state["step"]) == 3
+    torch.testing.assert_close(state["exp_avg_sq"], expected["exp_avg_sq"])
+
+
+def test_a_lambda_schedule_steps_through_the_tests_own_lambda(training_impl):
+    import torch
+
+    halves = []
+
+    def schedule(step):
+        halves.append(step)
+        return 0.5**step
+
+    (model, optimizer, scheduler), (local, _, local_scheduler) = _toy_training(
+        torch.optim.SGD, 2, schedule, lr=1.0, momentum=0.9
+    )
+    halves.clear()
+    training_impl.train(model, optimizer, 2, scheduler)
+    assert halves == [1, 2], "the lambda ran here, once per step"
+    assert scheduler.last_epoch == 2 and optimizer.param_groups[0]["lr"] == 0.25
+    assert scheduler.get_last_lr() == local_scheduler.get_last_lr()
+    torch.testing.assert_close(model.table.detach(), local.table.detach())
+
+
+def test_gradients_flow_back_to_the_parameters_of_a_model(training_impl):
+    import torch
+
+    from grader.toy_models import ConstantLM
+
+    model = ConstantLM([0.5, 0.25, 0.25])
+    training_impl.doubled_sum(model).backward()
+    torch.testing.assert_close(model.table.grad, torch.full((3,), 2.0))
+    (grad,) = torch.autograd.grad(training_impl.doubled_sum(model), model.table)
+    torch.testing.assert_close(grad, torch.full((3,), 2.0))
+
+
+def test_the_tests_functions_run_here_on_plain_data(training_impl):
+    import torch
+
+    seen = []
+
+    def reward(ids, answers):
+        seen.append((ids, answers))
+        return [float(len(a)) for a in answers]
+
+    assert training_impl.score(reward, torch.arange(3), ["ab", "c"]) == [2.0, 1.0]
+    (ids, answers), = seen  # fmt: skip
+    assert isinstance(ids, torch.Tensor) and ids.tolist() == [0, 1, 2] and answers == ["ab", "c"]
+
+
+def test_a_tests_function_raises_in_the_students_code(training_impl):
+    def refuses(ids, answers):
+        raise ValueError("wrong answers")
+
+    assert training_impl.score_safely(refuses) == "caught: ValueError: wrong answers"
+
+
+def test_a_function_of_an_earlier_call_is_no_longer_callable(training_impl):
+    training_impl.keep(lambda ids, answers: [1.0])
+    with pytest.raises(LookupError, match="earlier call"):
+        training_impl.call_kept()
+
+
+@pytest.mark.parametrize("kind", ["unhashable id", "bad value", "args not a list"])
+def test_garbage_callback_frames_end_the_child_not_the_grader(tmp_path, kind):
+    impl = _training(tmp_path)
+    with pytest.raises(SubmissionError, match="sent malformed data"):
+        impl.garbage_callback(kind)
+    with pytest.raises(SubmissionError, match="sent malformed data"):  # and it stays failed
+        impl.score(lambda ids, answers: 7, [1], ["a"])
+
+
+def test_a_child_flooding_callbacks_is_killed_at_its_time_limit(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.setenv("GRPO_KIT_SANDBOX_LIMITS", '{"call_s": 2}')
+    impl = _training(tmp_path)
+    calls = []
+    with pytest.raises(SubmissionError, match="timed out after 2 s"):
+        impl.flood(lambda ids, answers: calls.append(1) or [0.0])
+    assert len(calls) > 10, "the test's function was answered until the clock ran out"
+
+
+def _bad_updates(torch) -> dict[str, tuple[list, list]]:
+    """What a tampered child might send back for a model (0), AdamW (1) and LambdaLR (2)."""
+    two = torch.zeros(4)
+    state = {"step": torch.tensor(1.0), "exp_avg": two, "exp_avg_sq": two}
+    return {
+        "parameter of another shape": ([[0, torch.zeros(3)]], []),
+        "parameter of another dtype": ([[0, two.double()]], []),
+        "negative index": ([[-1, two]], []),
+        "state of another shape": ([], [[1, {"state": [[0, state | {"exp_avg": torch.zeros(5)}]],
+                                              "groups": [{}]}]]),  # fmt: skip
+        "unknown state key": ([], [[1, {"state": [[0, state | {"evil": two}]], "groups": [{}]}]]),
+        "a model that changed": ([], [[0, {"state": [], "groups": [{}]}]]),
+        "scheduler counter of another type": ([], [[2, {"last_epoch": "1", "_step_count": 1,
+                                                       "_is_initial": False, "_last_lr": [0.1]}]]),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ["parameter of another shape", "parameter of another dtype",
+                                  "negative index", "state of another shape", "unknown state key",
+                                  "a model that changed", "scheduler counter of another type"])  # fmt: skip
+def test_changes_sent_back_are_checked_before_they_reach_the_tests_objects(case):
+    torch = pytest.importorskip("torch")
+    import itertools
+
+    from grader.sandbox.objects import CallObjects
+    from grader.toy_models import ConstantLM
+
+    model = ConstantLM([0.25] * 4)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    table = CallObjects(itertools.count().__next__)
+    protocol.encode([model, optimizer, scheduler], table=table)
+    table.encode_table()
+    params, states = _bad_updates(torch)[case]
+    with pytest.raises(ValueError):
+        table.apply([[i, protocol.encode(v)] for i, v in params],
+                    [[i, protocol.encode(v)] for i, v in states])  # fmt: skip
+    assert torch.equal(model.table.detach(), torch.log(torch.full((4,), 0.25)))
+    assert not optimizer.state and scheduler.last_epoch == 0
+
+
+def test_kit_records_come_back_as_their_class_and_others_as_fields():
+    pytest.importorskip("torch")
+    from reference.grpo_config import GRPOConfig
+
+    got = protocol.decode(protocol.encode(GRPOConfig(beta=0.5)))
+    assert type(got) is GRPOConfig and got.beta == 0.5
+    with pytest.raises(protocol.ProtocolError, match="not a valid GRPOConfig"):
+        protocol.decode(protocol.encode(GRPOConfig()) | {"fields": [["beta", -1.0]]})
+    with pytest.raises(protocol.ProtocolError, match="no fields"):
+        protocol.decode({"__t": "record", "class": "GRPOConfig", "fields": [["evil", 1]]})
+    with pytest.raises(protocol.ProtocolError, match="not a record class"):
+        protocol.decode({"__t": "record", "class": "Popen", "fields": []})
+
+
+@pytest.mark.skipif(launch.bwrap_command() is None, reason="needs bubblewrap")
+def test_only_the_capstones_child_sees_reference_modules(training_impl):
+    assert training_impl.sees_reference() is False
+
+
+CAPSTONE_PROBE = """
+import importlib
+import os
+
+def probe(kit):
+    seen = sorted(os.listdir(os.path.join(kit, "reference")))
+    tests = os.path.exists(os.path.join(kit, "problems", "grpo_trainer"))
+    try:
+        importlib.import_module("reference.grpo_trainer")
+    except ImportError:
+        return seen, tests, False
+    return seen, tests, True
+"""
+
+
+@pytest.mark.skipif(launch.bwrap_command() is None, reason="needs bubblewrap")
+def test_the_capstones_child_sees_what_it_builds_on_not_its_answer(tmp_path):
+    from grader import kit_types
+    from grader.problems import KIT_ROOT
+
+    problem = tmp_path / "grpo_trainer"  # the child is chosen by the problem's name
+    problem.mkdir()
+    (problem / "problem.toml").write_text('implement = ["probe"]\nruntime = "python"\n')
+    (tmp_path / "grpo_trainer.py").write_text(CAPSTONE_PROBE)
+    impl = load_sandboxed(problem, str(tmp_path / "grpo_trainer.py"))
+    seen, tests, answer = impl.probe(str(KIT_ROOT))
+    assert seen == sorted(f"{name}.py" for name in kit_types.SANDBOX_REFERENCE["grpo_trainer"])
+    assert "grpo_trainer.py" not in seen and not tests and not answer
+
+
 # ------------------------------------------------------------------ the grader's own failures
 
 

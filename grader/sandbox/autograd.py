@@ -1,10 +1,12 @@
 """Gradients through the sandbox boundary, for torch problems whose tests call ``.backward()``.
 
-A call whose tensor arguments require grad runs inside a custom ``torch.autograd.Function``:
-its forward asks the child for the value (the child keeps that call's graph), and its
-backward sends ``grad_output`` to the child, which answers with the gradients of the inputs
-as plain arrays. A tampered child can only send wrong numbers, which the tests then judge;
-torch itself checks that each gradient has its input's shape.
+A call whose inputs require grad (tensor arguments, or the parameters of a model passed
+along) asks the child to keep that call's graph. When the call returns differentiable
+tensors, they are handed out by a custom ``torch.autograd.Function`` whose backward sends
+``grad_output`` to the child, which answers with the gradients of the inputs as plain arrays;
+torch then accumulates them into the test's tensors and parameters. A tampered child can only
+send wrong numbers, which the tests then judge; torch itself checks that each gradient has
+its input's shape.
 """
 
 from __future__ import annotations
@@ -24,9 +26,14 @@ def tensors_requiring_grad(value) -> list:
     return [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
 
 
-def needs_bridge(args: tuple, kwargs: dict) -> bool:
+def grad_inputs(value, params: list) -> list:
+    """What gradients flow to: tensors requiring grad in (args, kwargs), then parameters."""
+    return tensors_requiring_grad(value) + [p for p in params if p.requires_grad]
+
+
+def needs_graph(inputs: list) -> bool:
     torch = sys.modules.get("torch")
-    return bool(torch and torch.is_grad_enabled() and tensors_requiring_grad([list(args), kwargs]))
+    return bool(torch and torch.is_grad_enabled() and inputs)
 
 
 @functools.cache
@@ -36,21 +43,13 @@ def _function_class():
     class SandboxCall(torch.autograd.Function):
         @staticmethod
         def forward(ctx, submission, call, *inputs):
-            name, args, kwargs = call
-            reply = submission.call(name, args, kwargs, keep_graph=True)
-            value = submission.value(reply)
-            outputs = value if isinstance(value, tuple | list) else (value,)
-            flags = reply.get("differentiable") or []
-            frozen = [
-                out
-                for out, flag in zip(outputs, flags, strict=False)
-                if isinstance(out, torch.Tensor) and flag is not True
-            ]
+            call_id, outputs, flags = call
+            frozen = [out for out, flag in zip(outputs, flags, strict=False) if flag is not True]
             if frozen:
                 ctx.mark_non_differentiable(*frozen)
-            ctx.submission, ctx.call_id = submission, reply["id"]
+            ctx.submission, ctx.call_id = submission, call_id
             ctx.inputs = [(tuple(t.shape), t.dtype) for t in inputs]
-            return tuple(value) if isinstance(value, list) else value
+            return tuple(outputs)
 
         @staticmethod
         def backward(ctx, *grad_outputs):
@@ -75,7 +74,18 @@ def _function_class():
     return SandboxCall
 
 
-def bridged_call(submission, name: str, args: tuple, kwargs: dict):
-    """Call `name` in the child so that gradients flow back to the tensors in args/kwargs."""
-    inputs = tensors_requiring_grad([list(args), kwargs])
-    return _function_class().apply(submission, (name, args, kwargs), *inputs)
+def connect(submission, reply: dict, value, inputs: list):
+    """`value` (the call's result) with its tensors connected to `inputs` through the child.
+
+    Results that are not all tensors, or that nothing is differentiable in, come back as they
+    are: the child keeps no graph for them.
+    """
+    torch = sys.modules["torch"]
+    outputs = list(value) if isinstance(value, tuple | list) else [value]
+    flags = reply.get("differentiable") or []
+    if not outputs or not all(isinstance(o, torch.Tensor) for o in outputs) or True not in flags:
+        return value
+    connected = _function_class().apply(submission, (reply["id"], outputs, flags), *inputs)
+    if not isinstance(value, tuple | list):
+        return connected[0]
+    return list(connected) if isinstance(value, list) else connected

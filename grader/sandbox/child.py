@@ -8,13 +8,16 @@ judges that data itself. The limits below protect the machine, not the verdict.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import resource
 import sys
 import types
 
-from grader.sandbox.autograd import tensors_requiring_grad
+from grader import kit_types
+from grader.sandbox.autograd import grad_inputs
+from grader.sandbox.objects import ChildObjects
 from grader.sandbox.protocol import (
     ProtocolError,
     UnsupportedValue,
@@ -114,24 +117,19 @@ def _describe_names(module: types.ModuleType, names: list[str]) -> dict[str, str
     return found
 
 
-def _rebuild(obj: dict, decode_inner):
-    """A torch Generator or a kit toy model the test handed over, from its plain-data form."""
-    torch = sys.modules["torch"]
-    if obj["__t"] == "generator":
+def _rebuilder(objects: ChildObjects):
+    """`decode`'s hook: a torch Generator from its state, or an object of the call's table."""
+
+    def rebuild(obj: dict, decode_inner):
+        if obj["__t"] == "ref":
+            return objects.resolve(obj, decode_inner)
         if obj.get("device") != "cpu":
             raise ProtocolError(f"a generator on {obj.get('device')!r} cannot be rebuilt here")
-        generator = torch.Generator()
+        generator = sys.modules["torch"].Generator()
         generator.set_state(decode_inner(obj.get("state")))
         return generator
-    from grader import toy_models  # only now: numpy problems never import torch
 
-    model_class = toy_models.MODELS.get(obj.get("class"))
-    kwargs = decode_inner(obj.get("kwargs"))
-    if model_class is None or not isinstance(kwargs, dict):
-        raise ProtocolError(f"cannot rebuild a model of class {obj.get('class')!r}")
-    model = model_class(**kwargs)
-    model.load_state_dict(decode_inner(obj.get("state")))
-    return model
+    return rebuild
 
 
 def _state(leaf):
@@ -139,7 +137,23 @@ def _state(leaf):
     return leaf.get_state() if hasattr(leaf, "get_state") else leaf
 
 
+def _fields(record) -> tuple:
+    return tuple(getattr(record, name) for name in kit_types.record_fields(record))
+
+
+def _mutation(leaf, before):
+    """The plain form of how `leaf` changed in place (a record: its reassigned fields)."""
+    if kit_types.record_name(leaf) is None:
+        return None if _fingerprint(leaf) == before else encode(_state(leaf))
+    names = kit_types.record_fields(leaf)
+    changed = {name: getattr(leaf, name) for name, old in zip(names, before, strict=True)
+               if getattr(leaf, name) is not old}  # fmt: skip
+    return encode(changed) if changed else None
+
+
 def _fingerprint(leaf) -> tuple:
+    if kit_types.record_name(leaf) is not None:  # the field values themselves, by identity
+        return _fields(leaf)
     if hasattr(leaf, "get_state"):  # a torch Generator
         return ("generator", leaf.get_state().numpy().tobytes())
     if hasattr(leaf, "detach"):  # a torch tensor, perhaps of a dtype numpy lacks
@@ -159,6 +173,19 @@ class Server:
         self.proto_in, self.proto_out = proto_in, proto_out
         self.modules: dict[str, types.ModuleType] = {}
         self.graphs: dict[int, tuple[list, list]] = {}
+
+    def callback(self, callback_id: int, args: tuple, kwargs: dict):
+        """Call a function of the test: the trusted side runs it on the plain data we send."""
+        write_frame(self.proto_out, {"callback": callback_id, "args": encode(list(args)),
+                                     "kwargs": encode(dict(kwargs))})  # fmt: skip
+        reply = read_frame(self.proto_in)
+        if "error" in reply:
+            error = reply["error"] if isinstance(reply["error"], dict) else {}
+            klass = getattr(builtins, str(error.get("builtin")), None)
+            if not (isinstance(klass, type) and issubclass(klass, Exception)):
+                klass = RuntimeError
+            raise klass(f"{error.get('type')}: {error.get('message')}")
+        return decode(reply.get("value"))
 
     def serve(self) -> None:
         handlers = {
@@ -192,32 +219,35 @@ class Server:
         return {"names": _describe_names(module, request["names"])}
 
     def call(self, request: dict) -> dict:
-        args = decode(request["args"], rebuild=_rebuild)
-        kwargs = decode(request["kwargs"], rebuild=_rebuild)
+        objects = ChildObjects(request.get("objects", []), self.callback)
+        args = decode(request["args"], rebuild=_rebuilder(objects))
+        kwargs = decode(request["kwargs"], rebuild=_rebuilder(objects))
         function = getattr(self.modules[request["module"]], request["name"])
         leaves = mutable_leaves([args, kwargs])
         before = [_fingerprint(leaf) for leaf in leaves]
+        inputs = grad_inputs([args, kwargs], objects.params)  # as the trusted side lists them
         # torch's global generator continues from the test's, so torch.manual_seed works.
         # Set after rebuilding the arguments: a model's constructor may draw from it.
         if "torch_rng" in request:
             sys.modules["torch"].set_rng_state(decode(request["torch_rng"]))
         result = function(*args, **kwargs)
-        # In-place changes to arguments go back too, so tests that forbid them still see them.
-        mutated = [[i, encode(_state(leaf))] for i, leaf in enumerate(leaves)
-                   if _fingerprint(leaf) != before[i]]  # fmt: skip
-        reply = {"mutated": mutated}
+        # In-place changes to arguments go back too, so tests that forbid them still see them,
+        # and so do the models' parameters, optimizers' state and schedulers' counters.
+        changes = [[i, _mutation(leaf, before[i])] for i, leaf in enumerate(leaves)]
+        params, states = objects.updates()
+        reply = {"mutated": [c for c in changes if c[1] is not None], "params": params,
+                 "objects": states}  # fmt: skip
         if "torch_rng" in request:
             reply["torch_rng"] = encode(sys.modules["torch"].get_rng_state())
         if not request.get("keep_graph"):
             return reply | {"value": encode(result)}
-        return reply | self._keep_graph(request["id"], args, kwargs, result)
+        return reply | self._keep_graph(request["id"], inputs, result)
 
-    def _keep_graph(self, call_id: int, args, kwargs, result) -> dict:
+    def _keep_graph(self, call_id: int, inputs: list, result) -> dict:
         torch = sys.modules["torch"]
         outputs = list(result) if isinstance(result, tuple | list) else [result]
         if not all(isinstance(out, torch.Tensor) for out in outputs):
             return {"value": encode(result), "differentiable": [False] * len(outputs)}
-        inputs = tensors_requiring_grad([args, kwargs])
         differentiable = [bool(out.requires_grad) for out in outputs]
         self.graphs[call_id] = (inputs, outputs)
         while len(self.graphs) > MAX_KEPT_GRAPHS:

@@ -2,7 +2,8 @@
 
 The child runs under bubblewrap when it works here: no network, a private /tmp, a new PID
 namespace that dies with us, and a read-only view of the interpreter, the libraries and the
-few kit files the child needs, plus the one submission file. Without bubblewrap the child
+few kit files the child needs (for the capstone, also the reference solutions its starter
+imports), plus the student's files. Without bubblewrap the child
 gets resource limits only, and `sandbox_mode()` says so, so that reports can say it loudly.
 Whatever the child does, it cannot stop the clock: a call that overruns is ended by killing
 the child's whole process group (and with it the PID namespace).
@@ -29,6 +30,8 @@ from pathlib import Path
 
 from grader.sandbox.protocol import (
     ProtocolError,
+    UnsupportedValue,
+    describe_exception,
     frame_length,
     header_size,
     pack_frame,
@@ -46,6 +49,9 @@ CHILD_ENV = {
     "OMP_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
+    # torch.optim imports torch._dynamo, which creates its cache folder at import: point it at
+    # one that exists, since the child's own uid may not write to its /tmp.
+    "TORCHINDUCTOR_CACHE_DIR": "/tmp",
 }
 SANDBOX_UID_BASE = 2_000_000
 SUBMISSION_DIR = "/submission"  # where the child sees the student's files
@@ -132,13 +138,14 @@ def sandbox_warning() -> str | None:
     )
 
 
-def _kit_files() -> list[Path]:
-    """The kit files the child may see: the sandbox package, and the models tests hand over."""
+def _kit_files(reference: tuple[str, ...]) -> list[Path]:
+    """The kit files the child may see: the sandbox package, the models tests hand over, and
+    the `reference` modules (``kit_types.SANDBOX_REFERENCE``) its problem builds on."""
     sandbox_dir = Path(__file__).resolve().parent
     grader_dir = sandbox_dir.parent
     reference_dir = grader_dir.parent / "reference"
-    wanted = [grader_dir / "__init__.py", grader_dir / "toy_models.py", sandbox_dir]
-    wanted += [reference_dir / "__init__.py", reference_dir / "gpt.py"]
+    wanted = [grader_dir / name for name in ("__init__.py", "kit_types.py", "toy_models.py")]
+    wanted += [sandbox_dir] + [reference_dir / f"{name}.py" for name in reference]
     return [path for path in wanted if path.exists()]
 
 
@@ -171,8 +178,8 @@ class _BindPlan:
 
 
 @functools.cache
-def _system_binds() -> tuple[str, ...]:
-    """bwrap arguments for what every child sees: the system, Python, a few kit files."""
+def _system_binds(reference: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """bwrap arguments for what a child sees: the system, Python, a few kit files."""
     plan = _BindPlan()
     plan.ro_bind(Path("/usr"))
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -186,16 +193,17 @@ def _system_binds() -> tuple[str, ...]:
     for prefix in {Path(sys.base_prefix).resolve(), Path(sys.prefix)}:
         if not prefix.is_relative_to("/usr"):
             plan.ro_bind(prefix)
-    # The kit's packages may sit inside a bound prefix (a non-editable install): hide the rest.
-    kit = _kit_files()
-    for package in {path.parent for path in kit}:
+    # The kit's packages may sit inside a bound prefix (a non-editable install): hide them
+    # all (reference/ too, even when no file of it is shown), then show the few files.
+    kit_root = Path(__file__).resolve().parents[2]
+    for package in sorted({kit_root / "grader", kit_root / "reference"}):
         plan.hide(package)
-    for path in kit:
+    for path in _kit_files(reference):
         plan.ro_bind(path)
     return tuple(plan.args)
 
 
-def _bwrap_args(submission: Path, inside: Path) -> list[str]:
+def _bwrap_args(submission: Path, inside: Path, reference: tuple[str, ...]) -> list[str]:
     # `inside` is /submission or a file in it; bwrap would create /submission as 0700.
     return [
         bwrap_command(),
@@ -203,7 +211,7 @@ def _bwrap_args(submission: Path, inside: Path) -> list[str]:
         # The private /tmp comes first: the kit or its venv may live under /tmp (a CI clone),
         # and binds made after it still show through.
         "--tmpfs", "/tmp",
-        *_system_binds(),
+        *_system_binds(reference),
         "--perms", "0755", "--dir", SUBMISSION_DIR,
         "--ro-bind", str(submission), str(inside),
         "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp",
@@ -261,6 +269,13 @@ class _OutputDrain(threading.Thread):
         )
 
 
+def _packed_answer(answer: dict) -> bytes:
+    try:
+        return pack_frame(answer)
+    except UnsupportedValue as exc:  # the test's function returned more than a frame holds
+        return pack_frame({"error": describe_exception(exc)})
+
+
 class SandboxProcess:
     """One sandboxed child that sees `root` (a submission file, or a student's folder of them).
 
@@ -268,7 +283,8 @@ class SandboxProcess:
     a crash or malformed data the child is killed and SandboxFailure says what happened.
     """
 
-    def __init__(self, root: Path, limits: Limits, torch: bool = False):
+    def __init__(self, root: Path, limits: Limits, torch: bool = False,
+                 reference: tuple[str, ...] = ()):  # fmt: skip
         self.limits = limits
         bwrap = bwrap_command()
         root = root.resolve()
@@ -287,7 +303,7 @@ class SandboxProcess:
             "host": _host_processes() if bwrap else None,
         }
         child = [sys.executable, "-I", "-m", "grader.sandbox.child", json.dumps(config)]
-        command = _bwrap_args(root, self.inside) + child if bwrap else child
+        command = _bwrap_args(root, self.inside, reference) + child if bwrap else child
         self.sandboxed = bool(bwrap)
         self.started = False  # until the ready frame, a failure is the grader's, not the student's
         try:
@@ -371,17 +387,24 @@ class SandboxProcess:
         del self._buffer[:count]
         return data
 
-    def exchange(self, message: dict | None, allowance: float, late: str) -> dict:
-        """Send `message` (if any) and return the next frame, all within `allowance` seconds.
+    def exchange(self, message: dict | None, allowance: float, late: str,
+                 on_callback: Callable[[dict], dict] | None = None) -> dict:  # fmt: skip
+        """Send `message` (if any) and return the reply, all within `allowance` seconds.
 
-        `late` is the reason given if the time runs out.
+        `late` is the reason given if the time runs out. With `on_callback`, a frame that asks
+        for a test's function (``{"callback": ...}``) is answered with what `on_callback`
+        returns for it, under the same clock, and the wait for the reply goes on.
         """
         deadline = time.monotonic() + max(0.0, allowance)
         try:
             if message is not None:
                 self._send(pack_frame(message), deadline, late)
-            length = frame_length(self._read(header_size(), deadline, late))
-            return parse_frame(self._read(length, deadline, late))
+            while True:
+                length = frame_length(self._read(header_size(), deadline, late))
+                frame = parse_frame(self._read(length, deadline, late))
+                if on_callback is None or "callback" not in frame:
+                    return frame
+                self._send(_packed_answer(on_callback(frame)), deadline, late)
         except ProtocolError as exc:
             raise self._fail(f"sent malformed data ({exc})") from None
 

@@ -3,13 +3,15 @@
 Both sides import this module. The trusted side decodes whatever the child sends with
 `decode`, which rebuilds only plain values (None, bool, int, float, str, list, tuple, dict,
 numpy arrays and scalars of an allowed dtype, torch tensors, and records: the fields of a
-dataclass, which come back as a SimpleNamespace) within size caps. Anything else is refused:
+dataclass, which come back as a SimpleNamespace, or as their real class when it is one of
+``grader/kit_types.py``'s records) within size caps. Anything else is refused:
 a student's object can never reach a test, so a lying ``__eq__`` has nothing to lie with.
 Arrays travel as base64 of their raw little-endian bytes with dtype and shape.
 
-Towards the child, two kinds of objects the tests hand over travel too, as data the child
-rebuilds them from (see ``child.py``): a torch Generator (device and state), and one of the
-kit's toy models (``grader/toy_models.py``: class name, constructor arguments and weights).
+Towards the child, objects the tests hand over travel too, as data the child rebuilds them
+from (see ``child.py``): a torch Generator (device and state), and by reference into the
+call's table of objects (``objects.py``) the kit's models, optimizers, LR schedulers and the
+test's own functions.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from collections.abc import Callable
 from types import SimpleNamespace
 
 import numpy as np
+
+from grader import kit_types
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 32
@@ -127,8 +131,12 @@ def _array_payload(array: np.ndarray) -> dict:
     }
 
 
-def encode(value, depth: int = 0):
-    """A JSON-able form of `value`; UnsupportedValue for anything that is not plain data."""
+def encode(value, depth: int = 0, table=None):
+    """A JSON-able form of `value`; UnsupportedValue for anything that is not plain data.
+
+    With `table` (the trusted side's ``objects.CallObjects``), models, optimizers, schedulers
+    and functions become references to entries of that table.
+    """
     if depth > MAX_DEPTH:
         raise UnsupportedValue("the value is nested too deeply")
     # Exact type checks first, then conversions that drop any subclass behaviour.
@@ -152,26 +160,31 @@ def encode(value, depth: int = 0):
     if isinstance(value, np.generic):
         return {"__t": "npscalar", **_array_payload(np.asarray(value))}
     if isinstance(value, list | tuple):
-        items = [encode(item, depth + 1) for item in value]
+        items = [encode(item, depth + 1, table) for item in value]
         return items if isinstance(value, list) else {"__t": "tuple", "items": items}
     if isinstance(value, dict):
         pairs = []
         for key, item in value.items():
             if not isinstance(key, str | int) or isinstance(key, bool):
                 raise UnsupportedValue(f"dict keys must be str or int, not {type(key).__name__}")
-            pairs.append([encode(key, depth + 1), encode(item, depth + 1)])
+            pairs.append([encode(key, depth + 1), encode(item, depth + 1, table)])
         return {"__t": "dict", "items": pairs}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = [[f.name, encode(getattr(value, f.name), depth + 1)]
+        fields = [[f.name, encode(getattr(value, f.name), depth + 1, table)]
                   for f in dataclasses.fields(value)]  # fmt: skip
-        return {"__t": "record", "fields": fields}
+        record = {"__t": "record", "fields": fields}
+        name = kit_types.record_name(value)
+        return record | {"class": name} if name else record
     torch_payload = _encode_torch(value, depth)
     if torch_payload is not None:
         return torch_payload
+    reference = table.ref(value) if table is not None else None
+    if reference is not None:
+        return reference
     raise UnsupportedValue(
         f"a value of type {type(value).__name__} cannot cross the sandbox: only numbers, "
-        "strings, bytes, lists, tuples, dicts, dataclasses, arrays and tensors can (and the "
-        "toy models of grader/toy_models.py)"
+        "strings, bytes, lists, tuples, dicts, dataclasses, arrays and tensors can (and, as "
+        "arguments, the models of grader/kit_types.py, torch optimizers and functions)"
     )
 
 
@@ -184,17 +197,6 @@ def _encode_torch(value, depth: int):
     if isinstance(value, torch.Generator):
         state = encode(value.get_state(), depth + 1)
         return {"__t": "generator", "device": str(value.device), "state": state}
-    toy_models = sys.modules.get("grader.toy_models")  # loaded by the tests that use them
-    if toy_models is not None and isinstance(value, toy_models.ToyLM):
-        name = type(value).__name__
-        if toy_models.MODELS.get(name) is not type(value):
-            raise UnsupportedValue(f"the model class {name} is not one the sandbox rebuilds")
-        return {
-            "__t": "module",
-            "class": name,
-            "kwargs": encode(value.init_kwargs, depth + 1),
-            "state": encode(dict(value.state_dict()), depth + 1),
-        }
     return None
 
 
@@ -259,8 +261,9 @@ Rebuild = Callable[[dict, Callable], object]
 def decode(obj, depth: int = 0, budget: _Budget | None = None, rebuild: Rebuild | None = None):
     """Rebuild a value from `encode`'s form, refusing anything else.
 
-    Objects (generators, toy models) are refused unless `rebuild` is given: the child passes
-    one, called with the object's form and a function that decodes the values inside it.
+    Objects (generators, references to the call's objects) are refused unless `rebuild` is
+    given: the child passes one, called with the object's form and a function that decodes
+    the values inside it.
     """
     budget = budget or _Budget()
     if depth > MAX_DEPTH:
@@ -316,12 +319,12 @@ def decode(obj, depth: int = 0, budget: _Budget | None = None, rebuild: Rebuild 
         return _decode_tensor(obj, budget)
     if tag == "record":
         return _decode_record(obj, lambda inner: decode(inner, depth + 1, budget, rebuild))
-    if tag in ("generator", "module") and rebuild is not None:
+    if tag in ("generator", "ref") and rebuild is not None:
         return rebuild(obj, lambda inner: decode(inner, depth + 1, budget, rebuild))
     raise ProtocolError(f"unknown value tag {tag!r}")
 
 
-def _decode_record(obj: dict, decode_inner: Callable) -> SimpleNamespace:
+def _decode_record(obj: dict, decode_inner: Callable):
     fields = obj.get("fields")
     if not isinstance(fields, list) or len(fields) > 256:
         raise ProtocolError("bad record")
@@ -333,7 +336,24 @@ def _decode_record(obj: dict, decode_inner: Callable) -> SimpleNamespace:
         if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
             raise ProtocolError(f"bad record field name {name!r}")
         values[name] = decode_inner(value)
-    return SimpleNamespace(**values)
+    if "class" not in obj:
+        return SimpleNamespace(**values)
+    return _kit_record(obj["class"], values)
+
+
+def _kit_record(name, values: dict):
+    """A registered record class built from its fields (its own checks run on plain data)."""
+    try:
+        record_class = kit_types.record_class(name)
+    except (LookupError, ImportError, TypeError):
+        raise ProtocolError(f"{name!r} is not a record class the sandbox knows") from None
+    allowed = {f.name for f in dataclasses.fields(record_class) if f.init}
+    if not set(values) <= allowed:
+        raise ProtocolError(f"{name} has no fields {sorted(set(values) - allowed)}")
+    try:
+        return record_class(**values)
+    except Exception as exc:  # noqa: BLE001 - the class's own validation refused the values
+        raise ProtocolError(f"not a valid {name}: {type(exc).__name__}: {exc}") from None
 
 
 def _decode_tensor(obj: dict, budget: _Budget):
@@ -355,8 +375,10 @@ def _decode_tensor(obj: dict, budget: _Budget):
 def mutable_leaves(value, found: list | None = None) -> list:
     """The numpy arrays, torch tensors and generators in nested lists/tuples/dicts, in order.
 
-    Both sides walk the same arguments in the same order, so an index names the same array
-    (or generator) on each side, for in-place changes and gradients.
+    A registered record (``kit_types.RECORDS``) is a leaf itself (a field the student sets
+    comes back), followed by the leaves of its fields in field order. Both sides walk the same
+    arguments in the same order, so an index names the same array (or generator, or record) on
+    each side, for in-place changes and gradients.
     """
     found = [] if found is None else found
     torch = _torch_if_loaded()
@@ -364,6 +386,10 @@ def mutable_leaves(value, found: list | None = None) -> list:
         torch is not None and isinstance(value, torch.Tensor | torch.Generator)
     ):
         found.append(value)
+    elif kit_types.record_name(value) is not None:
+        found.append(value)
+        for name in kit_types.record_fields(value):
+            mutable_leaves(getattr(value, name), found)
     elif isinstance(value, list | tuple):
         for item in value:
             mutable_leaves(item, found)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import atexit
 import builtins
 import contextlib
+import functools
+import itertools
 import json
 import os
 import time
@@ -28,7 +30,9 @@ from dataclasses import fields
 from pathlib import Path
 from types import SimpleNamespace
 
+from grader import kit_types
 from grader.loader import Unavailable, implemented_names
+from grader.sandbox.autograd import connect, grad_inputs, needs_graph
 from grader.sandbox.launch import (
     Limits,
     SandboxFailure,
@@ -36,10 +40,18 @@ from grader.sandbox.launch import (
     SandboxStartFailure,
     sandbox_mode,
 )
-from grader.sandbox.protocol import UnsupportedValue, decode, encode, mutable_leaves
+from grader.sandbox.objects import CallObjects, param_leaves
+from grader.sandbox.protocol import (
+    ProtocolError,
+    UnsupportedValue,
+    decode,
+    describe_exception,
+    encode,
+    mutable_leaves,
+)
 
 LIMITS_ENV = "GRPO_KIT_SANDBOX_LIMITS"  # JSON of Limits fields, set by the batch grader
-MAX_WARM_CHILDREN = 2
+MAX_WARM_CHILDREN = 3  # a student's numpy, torch and capstone children
 REJECTED_SUFFIX = ".rejected"
 
 
@@ -86,8 +98,9 @@ class Child:
     (the problem that crashed it has already failed for good).
     """
 
-    def __init__(self, root: Path, limits: Limits, torch: bool):
-        self.root, self.limits, self.torch = root, limits, torch
+    def __init__(self, root: Path, limits: Limits, torch: bool, reference: tuple[str, ...] = ()):
+        self.root, self.limits, self.torch, self.reference = root, limits, torch, reference
+        self.callback_ids = itertools.count()  # unique for the child's life: stale stubs fail
         self.process: SandboxProcess | None = None
         self.ready = False
         self.loaded: dict[str, dict[str, str]] = {}  # slug -> status of each implemented name
@@ -101,7 +114,8 @@ class Child:
     def start(self) -> SandboxProcess:
         """Start the process without waiting for it (it imports numpy while tests run)."""
         if self.process is None:
-            self.process, self.ready = SandboxProcess(self.root, self.limits, self.torch), False
+            process = SandboxProcess(self.root, self.limits, self.torch, self.reference)
+            self.process, self.ready = process, False
         _WARM.touch(self)
         return self.process
 
@@ -117,12 +131,15 @@ class Child:
             self.ready = True
         return process
 
-    def exchange(self, message: dict, allowance: float, late: str) -> dict:
+    def exchange(self, message: dict, allowance: float, late: str,
+                 callbacks: dict | None = None) -> dict:  # fmt: skip
+        """Send a request; answer the child's calls of `callbacks` until its reply comes."""
         self.ensure_ready()
         self.requests += 1
+        answer = functools.partial(answer_callback, callbacks or {})
         try:
-            reply = self.process.exchange(message | {"id": self.requests}, allowance, late)
-        except SandboxFailure:
+            reply = self.process.exchange(message | {"id": self.requests}, allowance, late, answer)
+        except BaseException:  # a failure, or a test's function that stopped the test mid-call
             self.close()
             raise
         if reply.get("id") != self.requests:
@@ -151,7 +168,7 @@ class _Warm:
 
 _WARM = _Warm()
 atexit.register(_WARM.close_all)
-_CHILDREN: dict[tuple[Path, bool], Child] = {}
+_CHILDREN: dict[tuple[Path, bool, tuple[str, ...]], Child] = {}
 
 
 class Submission:
@@ -182,7 +199,7 @@ class Submission:
         except SandboxStartFailure as exc:
             self._die(f"could not be graded: {exc}", SandboxUnavailable)
 
-    def _exchange(self, message: dict) -> dict:
+    def _exchange(self, message: dict, callbacks: dict | None = None) -> dict:
         """One request under this problem's clock: per call, and for all calls together."""
         self._ready()
         left = self.limits.total_s - self.used_s
@@ -192,7 +209,7 @@ class Submission:
             allowance, late = left, f"exceeded its total time limit of {self.limits.total_s:g} s"
         started = time.monotonic()
         try:
-            return self.child.exchange(message, allowance, late)
+            return self.child.exchange(message, allowance, late, callbacks)
         except SandboxFailure as exc:
             self._die(f"{self.slug}.py {exc}")
         finally:
@@ -215,32 +232,43 @@ class Submission:
     def request(self, message: dict) -> dict:
         return self._exchange(message)
 
-    def call(self, name: str, args: tuple, kwargs: dict, keep_graph: bool = False) -> dict:
+    def call(self, name: str, args: tuple, kwargs: dict):
+        """Call the student's `name` in the child; its result, connected for gradients."""
         status = self._names().get(name, "missing")
         if status != "ok":
             what = "defines no" if status == "missing" else "has a non-function"
             raise SubmissionError(
                 f"{self.slug}.py {what} {name!r}: keep the name from the starter."
             )
+        table = CallObjects(lambda: next(self.child.callback_ids))
         try:
-            message = {"op": "call", "module": self.slug, "name": name, "keep_graph": keep_graph,
-                       "args": encode(list(args)), "kwargs": encode(dict(kwargs))}  # fmt: skip
+            message = {"op": "call", "module": self.slug, "name": name,
+                       "args": encode(list(args), table=table),
+                       "kwargs": encode(dict(kwargs), table=table)}  # fmt: skip
+            message["objects"] = table.encode_table()
         except UnsupportedValue as exc:
             raise SubmissionError(
                 f"this test's arguments cannot be sent to the sandbox: {exc}"
             ) from None
+        inputs = grad_inputs([list(args), kwargs], param_leaves(table.items))
+        message["keep_graph"] = needs_graph(inputs)
         # torch's global generator travels like an argument: the child draws from the test's,
         # and the test's continues from where the child's stopped, as in one process.
         rng = _torch_global_generator() if self.child.torch else None
         if rng is not None:
             message["torch_rng"] = encode(rng.get_state())
-        reply = self.request(message)
+        reply = self._exchange(message, table.callbacks)
         if "error" in reply:
             raise _student_exception(reply["error"], self.limits)
         self._apply_mutations(reply.get("mutated") or [], mutable_leaves([list(args), kwargs]))
+        try:
+            table.apply(reply.get("params") or [], reply.get("objects") or [])
+        except Exception as exc:  # noqa: BLE001 - malformed data is the submission's fault
+            self._die(f"{self.slug}.py sent back a model or optimizer that is not valid: {exc}")
         if rng is not None:
             self._apply_mutations([[0, reply.get("torch_rng")]], [rng])
-        return reply
+        value = self.value(reply)
+        return connect(self, reply, value, inputs) if message["keep_graph"] else value
 
     def _apply_mutations(self, mutated: list, leaves: list) -> None:
         """Mirror the student's in-place changes to arguments onto the test's own objects."""
@@ -265,7 +293,10 @@ def _torch_global_generator():
 
 
 def _mirror(target, new) -> None:
-    """Give the test's array, tensor or generator the value or state its copy ended with."""
+    """Give the test's array, tensor, generator or record what its copy ended with."""
+    if kit_types.record_name(target) is not None:
+        _set_fields(target, new)
+        return
     current = target.get_state() if hasattr(target, "get_state") else target
     if type(new) is not type(current) or tuple(new.shape) != tuple(current.shape):
         raise ValueError("an argument changed its type or shape")
@@ -276,6 +307,37 @@ def _mirror(target, new) -> None:
             target.detach().copy_(new)
     else:
         target[...] = new
+
+
+def _set_fields(record, new) -> None:
+    """Set the fields of a kit record that the student reassigned (plain values only)."""
+    names = kit_types.record_fields(record)
+    if not isinstance(new, dict) or not set(new) <= set(names):
+        raise ValueError(f"a {type(record).__name__} has only the fields {names}")
+    for name, value in new.items():
+        setattr(record, name, value)
+
+
+def answer_callback(callbacks: dict, frame: dict) -> dict:
+    """The reply to the child's call of a test's function: its result or its error.
+
+    The function is the test's own, run here on plain data decoded like any reply; arguments
+    that are not plain data are a ProtocolError, which ends the child.
+    """
+    callback_id = frame.get("callback")
+    if not isinstance(callback_id, int) or isinstance(callback_id, bool):
+        raise ProtocolError("a callback frame must name a function by its number")
+    args, kwargs = decode(frame.get("args")), decode(frame.get("kwargs"))
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise ProtocolError("a callback's arguments must be a list and a dict")
+    function = callbacks.get(callback_id)
+    if function is None:
+        return {"error": {"type": "LookupError", "builtin": "LookupError",
+                          "message": "that function belongs to an earlier call"}}  # fmt: skip
+    try:
+        return {"value": encode(function(*args, **{str(k): v for k, v in kwargs.items()}))}
+    except Exception as exc:  # noqa: BLE001 - the test's function refused the child's arguments
+        return {"error": describe_exception(exc)}
 
 
 def _import_failure(slug: str, error: dict | None) -> str:
@@ -315,12 +377,7 @@ class SandboxedFunction:
         self.submission, self.__name__ = submission, name
 
     def __call__(self, *args, **kwargs):
-        from grader.sandbox.autograd import bridged_call, needs_bridge
-
-        if needs_bridge(args, kwargs):
-            return bridged_call(self.submission, self.__name__, args, kwargs)
-        reply = self.submission.call(self.__name__, args, kwargs)
-        return self.submission.value(reply)
+        return self.submission.call(self.__name__, args, kwargs)
 
     def __repr__(self) -> str:
         return f"<sandboxed {self.__name__} from {self.submission.path}>"
@@ -341,11 +398,13 @@ def resolve_submission(problem_dir: Path, spec: str) -> tuple[Path, str | None]:
 
 
 def _child(problem_dir: Path, submission_path: str) -> Child:
+    """The student's child for this problem: one for all problems that see the same files."""
     torch = _uses_torch(problem_dir)
+    reference = kit_types.SANDBOX_REFERENCE.get(problem_dir.name, ())
     root = Path(submission_path).resolve()  # the student's folder, or the one file
-    key = (root, torch)
+    key = (root, torch, reference)
     if key not in _CHILDREN:
-        _CHILDREN[key] = Child(root, problem_limits(problem_dir), torch)
+        _CHILDREN[key] = Child(root, problem_limits(problem_dir), torch, reference)
     return _CHILDREN[key]
 
 
