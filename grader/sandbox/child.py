@@ -17,7 +17,7 @@ import types
 
 from grader import kit_types
 from grader.sandbox.autograd import grad_inputs
-from grader.sandbox.objects import ChildObjects
+from grader.sandbox.objects import ChildObjects, tensor_bytes
 from grader.sandbox.protocol import (
     ProtocolError,
     UnsupportedValue,
@@ -43,7 +43,8 @@ def _vm_size_bytes() -> int:
     return 1 << 30
 
 
-def _count_processes(uid: int) -> int:
+def count_processes(uid: int) -> int:
+    """How many processes of `uid` this process's /proc shows."""
     count = 0
     for entry in os.listdir("/proc"):
         try:
@@ -61,7 +62,7 @@ def _processes_already_counted(host: dict | None) -> int:
     user namespace too (the kernel counts per user namespace); under a setuid bwrap it is
     not, and the count the trusted side took outside (`host`) is the one that matters.
     """
-    own = _count_processes(os.getuid())
+    own = count_processes(os.getuid())
     if host is None:
         return own
     try:
@@ -156,9 +157,8 @@ def _fingerprint(leaf) -> tuple:
         return _fields(leaf)
     if hasattr(leaf, "get_state"):  # a torch Generator
         return ("generator", leaf.get_state().numpy().tobytes())
-    if hasattr(leaf, "detach"):  # a torch tensor, perhaps of a dtype numpy lacks
-        raw = leaf.detach().cpu().contiguous().flatten().view(sys.modules["torch"].uint8)
-        return tuple(leaf.shape), str(leaf.dtype), raw.numpy().tobytes()
+    if hasattr(leaf, "detach"):  # a torch tensor
+        return tuple(leaf.shape), str(leaf.dtype), tensor_bytes(leaf)
     return leaf.shape, leaf.dtype.str, leaf.tobytes()
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from grader.sandbox.child import count_processes
 from grader.sandbox.protocol import (
     ProtocolError,
     UnsupportedValue,
@@ -229,14 +230,9 @@ def _host_processes() -> dict | None:
         return None  # the child becomes a fresh uid of its own, with no other processes
     try:
         userns = os.stat("/proc/self/ns/user").st_ino
-        entries = os.listdir("/proc")
+        count = count_processes(os.getuid())
     except OSError:
         return None
-    count = 0
-    for entry in entries:
-        with contextlib.suppress(OSError):
-            if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == os.getuid():
-                count += 1
     return {"userns": userns, "processes": count}
 
 

@@ -299,7 +299,7 @@ class ChildObjects:
                     self.get(i)
         if any(item is None for item in self.items):
             raise ProtocolError("an object of the table has an unknown kind")
-        self.before = [_snapshot(p) for p in self.params]
+        self.before = [tensor_bytes(p) for p in self.params]
 
     def get(self, index, kind: str | None = None):
         if not isinstance(index, int) or not 0 <= index < len(self.items):
@@ -366,7 +366,7 @@ class ChildObjects:
     def updates(self) -> tuple[list, list]:
         """(parameters that changed, optimizer and scheduler states), in plain form."""
         params = [[i, encode(p.detach())] for i, p in enumerate(self.params)
-                  if _snapshot(p) != self.before[i]]  # fmt: skip
+                  if tensor_bytes(p) != self.before[i]]  # fmt: skip
         states = []
         for i, item in enumerate(self.items):
             kind = object_kind(item)
@@ -378,9 +378,10 @@ class ChildObjects:
         return params, states
 
 
-def _snapshot(param) -> bytes:
+def tensor_bytes(tensor) -> bytes:
+    """A tensor's raw bytes, whatever its dtype (numpy lacks bfloat16): what a change changes."""
     torch = _torch()
-    return param.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    return tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
 def _optimizer_update(optimizer, params: list) -> dict:
