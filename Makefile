@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup site-deps system-deps site serve test lint bench
+.PHONY: setup site-deps system-deps site serve test lint bench mutation
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -52,3 +52,7 @@ test: setup system-deps lint site
 
 bench: setup system-deps
 	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+# Mutation testing of the hidden tests (minutes; not part of `make test`): the score per problem.
+mutation: setup
+	$(BIN)/grpo-kit mutation

@@ -16,9 +16,10 @@ import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
-from grader.loader import ImplementationSpecError, load_module_from_source
+from grader.execution import load_source
+from grader.loader import ImplementationSpecError, LocalRunner
+from grader.problems import Problem
 
 
 class MistakeSpecError(ImplementationSpecError, ValueError):
@@ -71,14 +72,14 @@ def load_catalogue(problem_dir: Path) -> list[Mistake]:
     return mistakes
 
 
-def load_mistake(problem_dir: Path, mistake_id: str) -> ModuleType:
-    """Import one catalogued mistake as a module (the ``mistake:<id>`` implementation)."""
-    problem_dir = Path(problem_dir)
-    by_id = {m.id: m for m in load_catalogue(problem_dir)}
+def load_mistake(problem: Problem, mistake_id: str) -> LocalRunner:
+    """One catalogued mistake, run in this process (the ``mistake:<id>`` implementation)."""
+    by_id = {m.id: m for m in load_catalogue(problem.dir)}
     if mistake_id not in by_id:
-        raise MistakeSpecError(f"{problem_dir.name} has no mistake {mistake_id!r}")
-    kit_root = str(problem_dir.parent.parent)
+        raise MistakeSpecError(f"{problem.slug} has no mistake {mistake_id!r}")
+    kit_root = str(problem.dir.parent.parent)
     if kit_root not in sys.path:  # mistakes import other reference modules like the reference does
         sys.path.insert(0, kit_root)
-    filename = f"<mistake {problem_dir.name}:{mistake_id}>"
-    return load_module_from_source(by_id[mistake_id].source, f"mistake_{mistake_id}", filename)
+    filename = f"<mistake {problem.slug}:{mistake_id}>"
+    module = load_source(by_id[mistake_id].source, f"mistake_{problem.slug}_{mistake_id}", filename)
+    return LocalRunner(problem, module, f"{problem.slug}.py")

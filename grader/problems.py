@@ -3,10 +3,20 @@
 A problem is one folder ``problems/<slug>/``::
 
     README.md            the statement (Markdown with LaTeX math)
-    problem.toml         metadata (see REQUIRED_KEYS below)
+    problem.toml         metadata (see REQUIRED_KEYS and OPTIONAL_KEYS below)
     <slug>.py            the starter stub the learner edits
     test_<slug>.py       the hidden tests (plain pytest, reached through the ``impl`` fixture)
+    probes.py            optional: kit code that runs beside the solution and returns plain
+                         data for the tests to judge (see grader/loader.py)
+    cases.json           optional: a table of inputs and expected outputs (grpo-kit cases)
     .meta/mistakes.toml  the catalogue of plausible wrong solutions
+    .meta/cases.py       optional: the inputs of cases.json
+    .meta/mutants.toml   optional: surviving mutants that are equivalent, with a reason
+
+Points: every test function is worth `points_per_test`, or what ``[points]`` gives it by
+name; a parametrized test's cases share their function's points equally. `input_checks` names
+the test functions about input handling (errors raised, types, not modifying the inputs),
+which together may be worth at most `MAX_INPUT_CHECK_SHARE` of the problem.
 
 The reference solution is ``reference/<slug>.py``.
 """
@@ -14,7 +24,9 @@ The reference solution is ``reference/<slug>.py``.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import tomllib
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,10 +43,16 @@ REQUIRED_KEYS = {
     "tags": list,
     "implement": list,
     "runtime": str,
-    "points_per_test": int,
+    "points_per_test": (int, float),
     "time_limit_s": (int, float),
     "teaches": str,
 }
+OPTIONAL_KEYS = {
+    "points": dict,  # test function name -> points
+    "input_checks": list,  # test function names (fnmatch patterns) about input handling
+    "builds_on": list,  # reference modules a solution may import (the capstone's)
+}
+MAX_INPUT_CHECK_SHARE = 0.2
 
 
 class ProblemSpecError(ValueError):
@@ -55,10 +73,12 @@ class Problem:
     tags: tuple[str, ...]
     implement: tuple[str, ...]
     runtime: str
-    points_per_test: int
+    points_per_test: float
     time_limit_s: float
     teaches: str
-    points: dict[str, int] = field(default_factory=dict)  # per-test overrides, by test name
+    points: dict[str, float] = field(default_factory=dict)  # per test function, by name
+    input_checks: tuple[str, ...] = ()
+    builds_on: tuple[str, ...] = ()
 
     @property
     def statement(self) -> Path:
@@ -77,6 +97,14 @@ class Problem:
         return REFERENCE_DIR / f"{self.slug}.py"
 
     @property
+    def probes(self) -> Path:
+        return self.dir / "probes.py"
+
+    @property
+    def cases(self) -> Path:
+        return self.dir / "cases.json"
+
+    @property
     def mistakes_file(self) -> Path:
         return self.dir / ".meta" / "mistakes.toml"
 
@@ -84,9 +112,21 @@ class Problem:
     def runs_in_browser(self) -> bool:
         return self.runtime == "pyodide"
 
-    def points_for(self, test_name: str) -> int:
-        """Points for one test, by its function name (parameters stripped)."""
-        return self.points.get(test_name.split("[", 1)[0], self.points_per_test)
+    def function_points(self, function: str) -> float:
+        """Points of one test function, all its parametrized cases together."""
+        return float(self.points.get(function, self.points_per_test))
+
+    def is_input_check(self, function: str) -> bool:
+        return any(fnmatch.fnmatchcase(function, pattern) for pattern in self.input_checks)
+
+    def test_points(self, test_names: list[str]) -> dict[str, float]:
+        """Points of each test (``function[params]``): a function's points shared by its cases."""
+        functions = [name.split("[", 1)[0] for name in test_names]
+        cases = Counter(functions)
+        return {
+            name: self.function_points(function) / cases[function]
+            for name, function in zip(test_names, functions, strict=True)
+        }
 
 
 def _check_metadata(meta: dict, where: Path) -> None:
@@ -107,7 +147,17 @@ def _check_metadata(meta: dict, where: Path) -> None:
         raise ProblemSpecError(f"{where}: 'implement' must list the names to implement")
     if meta["points_per_test"] < 0 or meta["time_limit_s"] <= 0:
         raise ProblemSpecError(f"{where}: points_per_test must be >= 0 and time_limit_s > 0")
-    unknown = set(meta) - set(REQUIRED_KEYS) - {"points"}
+    for key, kind in OPTIONAL_KEYS.items():
+        if key in meta and not isinstance(meta[key], kind):
+            raise ProblemSpecError(f"{where}: {key!r} has the wrong type ({meta[key]!r})")
+    points = meta.get("points", {})
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
+               for v in points.values()):  # fmt: skip
+        raise ProblemSpecError(f"{where}: every value of [points] must be a number >= 0")
+    for key in ("input_checks", "builds_on"):
+        if not all(isinstance(item, str) and item for item in meta.get(key, [])):
+            raise ProblemSpecError(f"{where}: {key!r} must list names")
+    unknown = set(meta) - set(REQUIRED_KEYS) - set(OPTIONAL_KEYS)
     if unknown:
         raise ProblemSpecError(f"{where}: unknown keys {sorted(unknown)}")
 
@@ -136,6 +186,8 @@ def load_problem(directory: Path) -> Problem:
         time_limit_s=float(meta["time_limit_s"]),
         teaches=meta["teaches"],
         points=dict(meta.get("points", {})),
+        input_checks=tuple(meta.get("input_checks", ())),
+        builds_on=tuple(meta.get("builds_on", ())),
     )
     for required in (problem.statement, problem.stub):
         if not required.is_file():

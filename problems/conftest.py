@@ -1,13 +1,14 @@
 """Hands every problem's tests the implementation under test; see grader/loader.py.
 
-pytest problems/                          your solutions (the stubs you edit)
+pytest problems/                          your solutions (the files you edit)
 pytest problems/ --impl reference         the reference solutions
 pytest problems/<slug> --impl FILE.py     any file
 """
 
 import pytest
 
-from grader.loader import load_implementation
+from grader.execution import reseed
+from grader.loader import load_implementation, next_test
 
 
 def pytest_addoption(parser):
@@ -32,4 +33,13 @@ def pytest_generate_tests(metafunc):
 def impl(request):
     specs = request.config.getoption("--impl")
     spec = getattr(request, "param", specs[0] if specs else "starter")
-    return load_implementation(request.path.parent, spec)
+    implementation = load_implementation(request.path.parent, spec)
+    yield implementation
+    implementation.close()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_random_state():
+    """Every test starts from the same global random state, here and where the solution runs."""
+    next_test()
+    reseed()

@@ -1,17 +1,25 @@
-"""Proof that every problem's hidden tests mean something.
+"""Proof that every problem's hidden tests mean something, and that its points are fair.
 
 For every problem: the reference passes every test, the starter fails every test with a
 "not implemented" message, and each catalogued wrong solution fails at least one test.
-All implementations of a problem run in one pytest process (``--impl`` repeated).
+All implementations of a problem run in one pytest process (``--impl`` repeated). Tests of
+input handling (errors raised, types, not modifying inputs) are listed as such in the
+metadata and are worth at most a fifth of the problem's points.
 """
 
+import ast
+import re
 from functools import cache
 
 import pytest
 
 from grader.mistakes import load_catalogue
-from grader.problems import all_problems
+from grader.problems import MAX_INPUT_CHECK_SHARE, all_problems
 from grader.runner import run_tests
+
+MIN_MISTAKES = 10
+# Test names that say a test is about input handling rather than the computation itself.
+INPUT_CHECK_WORDS = re.compile(r"raises|modif|dtype|returns_a_|accepts_|rejects_|_type_error")
 
 PROBLEMS = all_problems()
 MISTAKES = [(p, m) for p in PROBLEMS for m in load_catalogue(p.dir)]
@@ -48,8 +56,32 @@ def test_starter_fails_every_test_as_not_implemented(problem):
 
 
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.slug)
-def test_catalogue_has_at_least_six_mistakes(problem):
-    assert len(load_catalogue(problem.dir)) >= 6
+def test_catalogue_has_at_least_ten_mistakes(problem):
+    assert len(load_catalogue(problem.dir)) >= MIN_MISTAKES
+
+
+def _test_functions(problem) -> list[str]:
+    names = []
+    for path in problem.test_files:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names += [node.name for node in tree.body
+                  if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")]  # fmt: skip
+    return names
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.slug)
+def test_input_checks_are_worth_at_most_a_fifth(problem):
+    functions = _test_functions(problem)
+    unlisted = [
+        f for f in functions if INPUT_CHECK_WORDS.search(f) and not problem.is_input_check(f)
+    ]
+    assert not unlisted, f"list these input checks in {problem.slug}'s input_checks: {unlisted}"
+    total = sum(problem.function_points(f) for f in functions)
+    checks = sum(problem.function_points(f) for f in functions if problem.is_input_check(f))
+    assert total > 0
+    assert checks <= MAX_INPUT_CHECK_SHARE * total + 1e-9, (
+        f"input checks are worth {checks:g} of {total:g} points: at most a fifth is allowed"
+    )
 
 
 @pytest.mark.parametrize(

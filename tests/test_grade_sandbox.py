@@ -251,7 +251,7 @@ def test_without_grad_tensors_come_back_as_tensors(torch_impl):
 def test_a_toy_model_is_rebuilt_with_its_weights(torch_impl):
     import torch
 
-    from grader.toy_models import CounterLM
+    from problems.support.toy_models import CounterLM
 
     model = CounterLM(vocab=5, margin=3.0)
     with torch.no_grad():
@@ -378,7 +378,7 @@ def _toy_training(optimizer_class, steps: int, schedule=None, **options):
     """A ConstantLM with an optimizer (and LambdaLR), and a copy trained here as expected."""
     import torch
 
-    from grader.toy_models import ConstantLM
+    from problems.support.toy_models import ConstantLM
 
     models = [ConstantLM([0.1, 0.2, 0.3, 0.4]) for _ in range(2)]
     optimizers = [optimizer_class(m.parameters(), **options) for m in models]
@@ -431,7 +431,7 @@ def test_a_lambda_schedule_steps_through_the_tests_own_lambda(training_impl):
 def test_gradients_flow_back_to_the_parameters_of_a_model(training_impl):
     import torch
 
-    from grader.toy_models import ConstantLM
+    from problems.support.toy_models import ConstantLM
 
     model = ConstantLM([0.5, 0.25, 0.25])
     training_impl.doubled_sum(model).backward()
@@ -511,7 +511,7 @@ def test_changes_sent_back_are_checked_before_they_reach_the_tests_objects(case)
     import itertools
 
     from grader.sandbox.objects import CallObjects
-    from grader.toy_models import ConstantLM
+    from problems.support.toy_models import ConstantLM
 
     model = ConstantLM([0.25] * 4)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)

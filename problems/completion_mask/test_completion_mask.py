@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from grader.asserts import assert_array
+from problems.support.asserts import assert_array
 
 EOS = 2
 

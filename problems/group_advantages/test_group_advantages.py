@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from grader.asserts import assert_array
+from problems.support.asserts import assert_array
 
 SQRT3 = math.sqrt(3.0)
 # [1, 0, 1] has mean 2/3 and sample std sqrt(1/3); [0, 0, 0] is a constant group.

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from grader.asserts import assert_scalar
+from problems.support.asserts import assert_scalar
 
 BASE_KEYS = {
     "reward",

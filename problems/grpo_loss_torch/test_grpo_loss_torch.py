@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from grader.asserts import assert_tensor
+from problems.support.asserts import assert_tensor
 
 AGGREGATIONS = ["sequence", "token", "constant"]
 F64 = torch.float64

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from grader.asserts import assert_scalar
+from problems.support.asserts import assert_scalar
 
 EXAMPLE = dict(
     rhos=[1.2, 0.8, 1.1],

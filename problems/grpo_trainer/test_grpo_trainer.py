@@ -6,7 +6,7 @@ the kit's own solutions, so that a test can only pass when the step is right.
 
 import torch
 
-from grader.toy_models import NoEos
+from problems.support.toy_models import NoEos
 from reference.gpt import GPT, GPTConfig
 from reference.grpo_config import GRPOConfig
 from reference.tasks import ReverseDigits

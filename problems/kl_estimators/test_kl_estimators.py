@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from grader.asserts import assert_array
+from problems.support.asserts import assert_array
 
 ESTIMATORS = ["kl_k1", "kl_k2", "kl_k3"]
 LOG2 = math.log(2.0)

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from grader.asserts import assert_scalar
+from problems.support.asserts import assert_scalar
 
 # The worked example: ratios [1.5, 1.0, pad] and [1.0, 0.5, 1.1], advantages +1 and -1.
 LOGP_OLD = np.log([[0.2, 0.5, 0.3], [0.4, 0.6, 0.5]])

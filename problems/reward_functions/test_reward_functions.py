@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from grader.asserts import assert_scalar
+from problems.support.asserts import assert_scalar
 
 GOOD = "<think>6 times 7</think><answer>42</answer>"
 

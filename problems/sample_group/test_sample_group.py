@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from grader.asserts import assert_tensor
-from grader.toy_models import (
+from problems.support.asserts import assert_tensor
+from problems.support.toy_models import (
     VOCAB,
     CachedPositionalBigramLM,
     ConstantLM,

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from grader.asserts import assert_array
+from problems.support.asserts import assert_array
 
 # One sequence of T = 3 tokens, prompt length 1, vocabulary of 3.
 # logits[0, 0] predicts token 1: probabilities [1/4, 1/2, 1/4]; the token is 1.

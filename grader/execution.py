@@ -1,0 +1,160 @@
+"""Where a solution runs: one request in, one reply of plain data out.
+
+A request calls one of the solution's functions, or one of the problem's probes (kit code in
+``problems/<slug>/probes.py`` that runs beside the solution and returns what the tests judge:
+a loss and its gradients, sampled ids, how a model was called). Arguments arrive as plain
+data and are rebuilt fresh for every request; the reply carries the result, or the
+exception, as plain data (`grader.values`, `grader.errors`).
+
+The local runner and the browser call `Session.execute` in-process; the sandboxed child calls
+it for every request it reads from its pipe. Both turn the reply into what the test sees with
+`read_reply`. Because every place goes through these two functions, a solution gets the same
+verdict in each of them by construction.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from types import ModuleType, SimpleNamespace
+
+from grader import values
+from grader.errors import (
+    SubmissionError,
+    UnexpectedResult,
+    describe_exception,
+    student_exception,
+)
+
+SEED = 0
+
+
+def load_source(source: str, module_name: str, filename: str) -> ModuleType:
+    """Run `source` as a new module (registered in sys.modules: dataclasses look it up)."""
+    module = ModuleType(module_name)
+    module.__file__ = filename
+    sys.modules[module_name] = module
+    exec(compile(source, filename, "exec"), module.__dict__)
+    return module
+
+
+def import_failure(exc: BaseException, filename: str) -> str:
+    """What to tell the learner when their file raised while being imported."""
+    if isinstance(exc, SyntaxError):
+        return (
+            f"{filename} has a syntax error on line {exc.lineno}: {exc.msg}. Fix it and run again."
+        )
+    if isinstance(exc, SystemExit | KeyboardInterrupt):
+        kind = type(exc).__name__
+        return f"{filename} raised {kind} while being imported: never exit or stop the program"
+    error = describe_exception(exc)
+    return f"{filename} failed to import: {error['type']}: {error['message']}"
+
+
+class _Missing:
+    """Stands in for a name the solution lacks: calling it fails with what to do."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __call__(self, *args, **kwargs):
+        raise UnexpectedResult(self.reason)
+
+
+def solution_namespace(module: ModuleType, names: list[str] | tuple[str, ...],
+                       filename: str) -> SimpleNamespace:  # fmt: skip
+    """The problem's names taken from `module`; a missing or non-function one fails when used."""
+    found = {}
+    for name in names:
+        value = getattr(module, name, None)
+        if value is None:
+            value = _Missing(f"{filename} defines no {name!r}: keep the name from the starter")
+        elif not callable(value):
+            value = _Missing(f"{filename} defines {name!r}, but not as a function")
+        found[name] = value
+    return SimpleNamespace(**found)
+
+
+def reseed() -> None:
+    """The same global random state at the start of every test, whatever ran before it."""
+    random.seed(SEED)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(SEED)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(SEED)
+
+
+class Session:
+    """One solution's side: its functions, its problem's probes, the test under way.
+
+    The global random generators are reseeded when a request comes from a new test, so a
+    solution that draws from them sees the same numbers in a local run and in the sandbox.
+    """
+
+    def __init__(self, solution: SimpleNamespace, probes: ModuleType | None,
+                 catch_interrupts: bool = True):  # fmt: skip
+        self.solution, self.probes = solution, probes
+        # Locally, Ctrl-C is the learner stopping pytest; in the sandbox, the student's code.
+        self.caught = (Exception, SystemExit, GeneratorExit)
+        if catch_interrupts:
+            self.caught += (KeyboardInterrupt,)
+        self.test = None
+
+    def target(self, request: dict):
+        name = request.get("name")
+        if request.get("op") == "probe":
+            probe = getattr(self.probes, str(name), None)
+            if probe is None:
+                raise LookupError(f"this problem has no probe {name!r}")
+            return lambda *args, **kwargs: probe(self.solution, *args, **kwargs)
+        return getattr(self.solution, str(name))
+
+    def execute(self, request: dict) -> tuple[dict, BaseException | None]:
+        """The reply to `request`, and the exception the solution raised (None if it returned)."""
+        if request.get("test") != self.test:
+            self.test = request.get("test")
+            reseed()
+        target = self.target(request)
+        args = values.decode(request.get("args", []))
+        kwargs = values.decode(request.get("kwargs", {}))
+        raised = None
+        try:
+            reply = {"value": values.encode(target(*args, **kwargs))}
+        except values.UnsupportedValue as exc:
+            reply = {"unsupported": str(exc)}
+        except self.caught as exc:
+            reply, raised = {"error": describe_exception(exc)}, exc
+        if request.get("observe"):
+            # How the arguments look after the call, so a test can tell if they were changed.
+            try:
+                reply |= {"args": values.encode(args), "kwargs": values.encode(kwargs)}
+            except values.UnsupportedValue as exc:
+                reply = {"unsupported": f"an argument was replaced by {exc}"}
+        return reply, raised
+
+
+def read_reply(reply, what: str, budget: values.Budget | None = None,
+               raised: BaseException | None = None):  # fmt: skip
+    """The value a reply carries, or the exception the test sees instead.
+
+    `reply` may come from a hostile process: anything malformed is the submission's fault.
+    `raised` (in-process runs only) keeps the learner's own traceback on the exception.
+    """
+    if type(reply) is not dict:
+        raise SubmissionError(f"{what} sent a malformed reply")
+    if "error" in reply:
+        error = reply["error"] if type(reply["error"]) is dict else {}
+        exception = student_exception(error)
+        if raised is not None:
+            raise exception.with_traceback(raised.__traceback__) from None
+        raise exception
+    if "unsupported" in reply:
+        raise SubmissionError(f"{what} returned {str(reply['unsupported'])[:500]}")
+    return decode_for(reply.get("value"), what, budget)
+
+
+def decode_for(data, what: str, budget: values.Budget | None = None):
+    try:
+        return values.decode(data, budget)
+    except values.ProtocolError as exc:
+        raise SubmissionError(f"{what} returned data that cannot be graded: {exc}") from None

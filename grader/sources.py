@@ -1,0 +1,63 @@
+"""Whether a solution file can be run at all, decided from its bytes before any of it runs.
+
+The local runner, the browser and the batch grader all ask `check_source`, so a file that one
+of them refuses, the others refuse with the same words. Standard library only (Pyodide).
+"""
+
+from __future__ import annotations
+
+import ast
+
+MAX_SOURCE_BYTES = 256 * 1024
+KIT_PACKAGES = ("reference", "grader", "problems")
+
+
+def check_source(slug: str, data: bytes, builds_on: tuple[str, ...] = ()) -> str | None:
+    """Why `data` cannot be run as ``<slug>.py``, or None if it can.
+
+    `builds_on` lists the reference modules the problem lets a solution import (the
+    capstone's); any other import of the kit's own packages is refused.
+    """
+    name = f"{slug}.py"
+    if len(data) > MAX_SOURCE_BYTES:
+        return f"{name} is larger than {MAX_SOURCE_BYTES // 1024} KiB"
+    if not data.strip():
+        return f"{name} is empty: start from the problem's starter file"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"{name} is not UTF-8 text (byte {exc.start}): save it as UTF-8"
+    if "\x00" in text:
+        return f"{name} contains NUL bytes: it is not a Python source file"
+    try:
+        tree = ast.parse(text, filename=name)  # parsing only: nothing of the file runs here
+    except SyntaxError as exc:
+        return f"{name} has a syntax error on line {exc.lineno}: {exc.msg}. Fix it and run again."
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return f"{name} could not be parsed: {type(exc).__name__}"
+    return _forbidden_import(name, tree, builds_on)
+
+
+def _forbidden_import(name: str, tree: ast.AST, builds_on: tuple[str, ...]) -> str | None:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules = [node.module]
+            if node.module == "reference":  # from reference import sample_group
+                modules = [f"reference.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for module in modules:
+            package, _, rest = module.partition(".")
+            if package not in KIT_PACKAGES:
+                continue
+            if package == "reference" and rest.partition(".")[0] in builds_on:
+                continue
+            allowed = ", ".join(f"reference.{m}" for m in builds_on)
+            hint = f" (it may import {allowed})" if allowed else ""
+            return (
+                f"{name} imports {module} (line {node.lineno}): a solution may not use the "
+                f"kit's own code{hint}. Write it yourself."
+            )
+    return None

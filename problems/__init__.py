@@ -1,0 +1,1 @@
+"""The exercises, one folder each, and `support`, the helpers their tests and probes share."""
