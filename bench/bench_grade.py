@@ -28,7 +28,7 @@ from pathlib import Path
 from grader.batch import PYTEST_SPEEDUPS
 from grader.mistakes import load_catalogue
 from grader.problems import KIT_ROOT, get_problem
-from grader.sandbox.launch import sandbox_mode
+from grader.sandbox.bwrap import sandbox_mode
 from grader.submissions import standalone_source
 
 CORE = ("grpo_objective", "group_advantages", "masked_token_loss")

@@ -2,9 +2,9 @@
 
 Students are split into chunks. Each chunk is graded by ONE trusted pytest process running the
 problems' unchanged hidden tests with one ``--impl sandbox:<folder>`` per student, so pytest
-starts once per chunk instead of once per student and problem. Every student's code runs in
-its own sandboxed child (see ``grader/sandbox``); the test ids carry the student's folder, which
-is how the combined report is split back into one result per student.
+starts once per chunk instead of once per student and problem. Every student's code runs in a
+sandboxed process of its own (see ``grader/sandbox``); each collected test names the
+implementation it ran, which is how the run's results are split back into one per student.
 
 The pytest runs are the grader's children in process groups of their own: Ctrl-C reaches the
 grader alone, which then ends them all (`PytestRuns`), and they die with it if it is killed.
@@ -25,13 +25,17 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.errors import GraderError
 from grader.problems import KIT_ROOT, Problem
-from grader.reports import StudentResult, TestResult, failure_message, grader_error
-from grader.sandbox.launch import STARTUP_GRACE_S, Limits, die_with_parent
-from grader.sandbox.proxy import LIMITS_ENV, problem_limits
+from grader.reports import StudentResult, TestResult
+from grader.runner import test_name
+from grader.sandbox.bwrap import die_with_parent
+from grader.sandbox.forkserver import STARTUP_GRACE_S
+from grader.sandbox.submission import LIMITS_ENV, limits_for
 from grader.submissions import Submission, stage
 
 MAX_CHUNK = 25
+MAX_MESSAGE = 2000  # characters of a failed test's message kept in results.json
 # pytest options that make a run cheaper without changing any verdict. The benchmark gives them
 # to its baseline as well, so that the ratio it reports measures the batching alone.
 PYTEST_SPEEDUPS = (
@@ -39,11 +43,11 @@ PYTEST_SPEEDUPS = (
     "-p", "no:cacheprovider",
     # The hidden tests need neither hypothesis's pytest plugin (~1 s to import) nor anyio's.
     "-p", "no:hypothesispytest", "-p", "no:anyio",
-    # pytest's long tracebacks re-parse each source file per frame of each failure (two thirds
-    # of a run's time), and its failure summary pairs each failure with every report (quadratic
-    # in the batch). One line per failure keeps the crash message students see, and is cheap.
-    "--tb=line", "-rN",
+    # pytest's failure summary pairs each failure with every report (quadratic in the batch);
+    # the collector keeps the message students see.
+    "-rN",
 )  # fmt: skip
+GRADER_ERROR = f"{GraderError.__module__}.{GraderError.__qualname__}"
 
 
 @dataclass(frozen=True)
@@ -76,91 +80,84 @@ def chunks(items: list, options: BatchOptions) -> list[list]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def _limits_for(problem: Problem, options: BatchOptions) -> Limits:
-    return problem_limits(problem.dir, options.limits)
-
-
 def _run_timeout(count: int, options: BatchOptions) -> float:
-    per_student = sum(
-        _limits_for(p, options).total_s + STARTUP_GRACE_S / 4 for p in options.problems
-    )
-    return 120.0 + count * per_student
+    per_student = sum(limits_for(p, options.limits)[0].total_s + 1 for p in options.problems)
+    return 120.0 + STARTUP_GRACE_S + count * per_student
 
 
-def _pytest_command(folders: list[Path], options: BatchOptions, report: Path) -> list[str]:
+def _pytest_command(folders: list[Path], options: BatchOptions, collected: Path) -> list[str]:
     command = [sys.executable, "-m", "pytest", *(str(p.dir) for p in options.problems)]
-    command += ["--rootdir", str(KIT_ROOT), "-p", "grader.batch_plugin", *PYTEST_SPEEDUPS]
-    command += ["--no-header", "--json-report", f"--json-report-file={report}"]
-    # Keywords and collectors would name each student's staging folder again, to no one's use.
-    command += ["--json-report-omit", "collectors", "keywords", "log"]
+    command += ["--rootdir", str(KIT_ROOT), *PYTEST_SPEEDUPS, "--no-header"]
+    command += ["-p", "grader.collect", f"--collect-file={collected}"]
     return command + [f"--impl=sandbox:{folder}" for folder in folders]
 
 
-def _owner(nodeid: str, specs: list[str]) -> tuple[str | None, str]:
-    """Which spec a test id belongs to, and the id without it."""
-    for spec in specs:
-        for opening, closing in ((f"[{spec}]", ""), (f"[{spec}-", "[")):
-            if opening in nodeid:
-                return spec, nodeid.replace(opening, closing)
-    return None, nodeid
+def split_collected(collected: dict, specs: list[str]) -> dict[str, dict[str, list[dict]]]:
+    """spec -> slug -> the collected tests of that student and problem.
 
-
-def split_report(report: dict, specs: list[str]) -> dict[str, dict[str, list[dict]]]:
-    """spec -> slug -> the report's test entries for that student and problem.
-
-    With one student pytest adds no parameter, so every test is that student's. With several,
-    a test that names none of them is nobody's: it says nothing about any one student.
+    With one student pytest adds no parameter, so every test is that student's.
     """
     split: dict[str, dict[str, list[dict]]] = {spec: {} for spec in specs}
-    for test in report.get("tests", []):
-        spec, nodeid = _owner(test["nodeid"], specs)
-        slug = Path(nodeid.split("::", 1)[0]).parent.name
-        entry = dict(test, nodeid=nodeid)
-        for owner in [spec] if spec else specs if len(specs) == 1 else []:
-            split[owner].setdefault(slug, []).append(entry)
+    for test in collected.get("tests", []):
+        owner = test.get("impl") if len(specs) > 1 else specs[0]
+        if owner in split:
+            slug = Path(test["id"].split("::", 1)[0]).parent.name
+            split[owner].setdefault(slug, []).append(test)
     return split
 
 
-def _student_report(report: dict, tests: list[dict], sandbox: str) -> dict:
+def _student_report(problem: Problem, tests: list[dict], sandbox: str) -> dict:
     summary: dict[str, int] = {}
     for test in tests:
         summary[test["outcome"]] = summary.get(test["outcome"], 0) + 1
-    summary |= {"total": len(tests), "collected": len(tests)}
-    keep = ("created", "duration", "exitcode", "root", "environment")
-    return {**{k: report[k] for k in keep if k in report}, "sandbox": sandbox,
-            "summary": summary, "tests": tests}  # fmt: skip
+    keep = ("name", "outcome", "message", "error_type", "duration", "stdout", "stdout_cut")
+    return {"problem": problem.slug, "sandbox": sandbox, "summary": summary | {"total": len(tests)},
+            "duration": sum(t["duration"] for t in tests),
+            "tests": [{k: t[k] for k in keep} for t in tests]}  # fmt: skip
 
 
-def results_from_report(
-    report: dict, students: list[Submission], specs: list[str], options: BatchOptions, sandbox: str
-) -> list[StudentResult | str]:
+def results_from_collected(
+    collected: dict, students: list[Submission], specs: list[str], options: BatchOptions,
+    sandbox: str,
+) -> list[StudentResult | str]:  # fmt: skip
     """A StudentResult per student, or for a student whose sandbox would not start, the text
     "<student>: could not be graded: <reason>" (the grader's failure: not to be saved)."""
-    split = split_report(report, specs)
+    split = split_collected(collected, specs)
     results: list[StudentResult | str] = []
     for submission, spec in zip(students, specs, strict=True):
         result = StudentResult(submission.student)
-        errors = [e for tests in split[spec].values() for t in tests if (e := grader_error(t))]
+        errors = [t["message"] for tests in split[spec].values() for t in tests
+                  if t["error_type"] == GRADER_ERROR]  # fmt: skip
         if errors:
-            results.append(f"{submission.student}: {errors[0]}")
+            reason = errors[0].split(": ", 1)[-1]
+            results.append(f"{submission.student}: could not be graded: {reason}")
             continue
         for problem in options.problems:
             tests = split[spec].get(problem.slug, [])
             if not tests:
                 raise RuntimeError(f"no test of {problem.slug} ran for {submission.student}")
-            for test in tests:
-                name = test["nodeid"].split("::", 1)[1]
-                points = problem.points_for(name)
+            names = [test_name(t, specs) for t in tests]
+            points = problem.test_points(names)
+            for test, name in zip(tests, names, strict=True):
                 passed = test["outcome"] == "passed"
                 result.tests.append(TestResult(
                     problem.slug, name, "passed" if passed else "failed",
-                    points if passed else 0, points, "" if passed else failure_message(test),
+                    points[name] if passed else 0, points[name],
+                    "" if passed else _student_message(test),
                 ))  # fmt: skip
-            result.reports[problem.slug] = _student_report(report, tests, sandbox)
+            result.reports[problem.slug] = _student_report(problem, tests, sandbox)
         if submission.ignored:
             result.notes.append(f"ignored files: {', '.join(submission.ignored[:20])}")
         results.append(result)
     return results
+
+
+def _student_message(test: dict) -> str:
+    """What a student reads for a failed test: the assertion, or what went wrong."""
+    message = str(test["message"])
+    if test["error_type"] == "grader.errors.SubmissionError":  # the message says it all
+        message = message.removeprefix("SubmissionError: ")
+    return message[:MAX_MESSAGE]
 
 
 class Stopped(Exception):
@@ -223,15 +220,15 @@ def grade_chunk(students: list[Submission], options: BatchOptions, sandbox: str,
         work = Path(work)
         folders = [stage(s, work / f"s{i}") for i, s in enumerate(students)]
         specs = [f"sandbox:{folder}" for folder in folders]
-        report_path = work / "report.json"
+        collected_path = work / "collected.json"
         env = dict(os.environ, **{LIMITS_ENV: json.dumps(options.limits)})
-        command = _pytest_command(folders, options, report_path)
+        command = _pytest_command(folders, options, collected_path)
         try:
             code, output = runs.run(command, env, _run_timeout(len(students), options))
-            report = json.loads(report_path.read_text(encoding="utf-8"))
-            if code not in (0, 1):  # 1 = some tests failed; anything else is trouble
+            collected = json.loads(collected_path.read_text(encoding="utf-8"))
+            if code not in (0, 1) or collected.get("errors"):  # 1 = some tests failed
                 raise RuntimeError(output[-2000:])
-            return results_from_report(report, students, specs, options, sandbox)
+            return results_from_collected(collected, students, specs, options, sandbox)
         except (subprocess.TimeoutExpired, OSError, ValueError, RuntimeError, KeyError) as exc:
             if len(students) > 1:
                 return [r for s in students for r in grade_chunk([s], options, sandbox, runs)]

@@ -118,7 +118,9 @@ class ProblemPage:
         statuses = self.page.locator("[data-testid=result]").evaluate_all(
             "items => items.map(item => item.dataset.status)"
         )
-        return Verdict(summary.get_attribute("data-verdict"), summary.inner_text(), statuses, seconds)
+        return Verdict(
+            summary.get_attribute("data-verdict"), summary.inner_text(), statuses, seconds
+        )
 
     def run(self, code: str | None = None, timeout_ms: int = BOOT_TIMEOUT_MS) -> Verdict:
         if code is not None:

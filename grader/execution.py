@@ -14,8 +14,10 @@ verdict in each of them by construction.
 
 from __future__ import annotations
 
+import importlib.util
 import random
 import sys
+from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 from grader import values
@@ -35,6 +37,14 @@ def load_source(source: str, module_name: str, filename: str) -> ModuleType:
     module.__file__ = filename
     sys.modules[module_name] = module
     exec(compile(source, filename, "exec"), module.__dict__)
+    return module
+
+
+def load_file(path: Path, module_name: str) -> ModuleType:
+    """Import one kit file (a problem's probes) as a fresh module."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 
@@ -92,12 +102,10 @@ class Session:
     """
 
     def __init__(self, solution: SimpleNamespace, probes: ModuleType | None,
-                 catch_interrupts: bool = True):  # fmt: skip
-        self.solution, self.probes = solution, probes
-        # Locally, Ctrl-C is the learner stopping pytest; in the sandbox, the student's code.
-        self.caught = (Exception, SystemExit, GeneratorExit)
-        if catch_interrupts:
-            self.caught += (KeyboardInterrupt,)
+                 let_through: tuple[type[BaseException], ...] = ()):  # fmt: skip
+        # Everything the solution raises becomes a reply, even pytest's skip() and exit(),
+        # except `let_through`: locally, the learner's Ctrl-C and the time limit's alarm.
+        self.solution, self.probes, self.let_through = solution, probes, let_through
         self.test = None
 
     def target(self, request: dict):
@@ -122,7 +130,9 @@ class Session:
             reply = {"value": values.encode(target(*args, **kwargs))}
         except values.UnsupportedValue as exc:
             reply = {"unsupported": str(exc)}
-        except self.caught as exc:
+        except BaseException as exc:
+            if isinstance(exc, self.let_through):
+                raise
             reply, raised = {"error": describe_exception(exc)}, exc
         if request.get("observe"):
             # How the arguments look after the call, so a test can tell if they were changed.

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import importlib.util
 import signal
 import sys
 import threading
@@ -43,6 +42,7 @@ from grader.execution import (
     Session,
     decode_for,
     import_failure,
+    load_file,
     load_source,
     read_reply,
     solution_namespace,
@@ -193,7 +193,7 @@ class LocalRunner(Runner):
         super().__init__(filename, Limits.of(problem))
         self.reason = reason
         solution = solution_namespace(module, problem.implement, filename) if module else None
-        self.session = Session(solution, load_probes(problem), catch_interrupts=False)
+        self.session = Session(solution, load_probes(problem), (KeyboardInterrupt, _Timeout))
 
     def exchange(self, request: dict, allowance: float, late: str):
         if self.reason is not None:
@@ -211,12 +211,7 @@ class LocalRunner(Runner):
 
 def load_probes(problem: Problem) -> ModuleType | None:
     """The problem's probes module, run from its file (kit code, never the solution's)."""
-    if not problem.probes.is_file():
-        return None
-    spec = importlib.util.spec_from_file_location(f"probes_{problem.slug}", problem.probes)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(problem.probes, f"probes_{problem.slug}") if problem.probes.is_file() else None
 
 
 class Implementation:

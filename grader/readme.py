@@ -1,7 +1,7 @@
 """Keep the README's learning path in step with the problems' metadata.
 
-    python -m grader.readme          rewrite the table between the markers
-    python -m grader.readme --check  exit 1 if the README is stale
+python -m grader.readme          rewrite the table between the markers
+python -m grader.readme --check  exit 1 if the README is stale
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
     OUT/gradebook.csv                    one row per student: points per problem, total, max
     OUT/<student>/results.json           Gradescope autograder results (written last, atomically)
-    OUT/<student>/<slug>.pytest.json     the pytest-json-report of that student's tests
+    OUT/<student>/<slug>.pytest.json     every test of that problem: outcome, message, output
 
 A student counts as graded once ``results.json`` exists, which is what lets a rerun resume.
 """
@@ -21,11 +21,6 @@ from grader.problems import Problem
 
 RESULTS = "results.json"
 GRADEBOOK = "gradebook.csv"
-MAX_TEST_OUTPUT = 2000
-SUBMISSION_ERROR = "grader.sandbox.proxy.SubmissionError: "  # the message says it all
-# How a test that failed because the sandbox never started shows in the report. Only the
-# trusted side raises it, so a student cannot fake it; such students are not saved.
-GRADER_ERROR = "grader.sandbox.proxy.SandboxUnavailable: "
 
 
 @dataclass
@@ -58,26 +53,6 @@ def write_atomically(path: Path, text: str) -> None:
     except BaseException:  # Ctrl-C included: leave no half-written file behind
         temporary.unlink(missing_ok=True)
         raise
-
-
-def failure_message(test: dict) -> str:
-    """The most useful line of a failed test's pytest-json-report entry."""
-    for phase in ("setup", "call", "teardown"):
-        stage = test.get(phase) or {}
-        if stage.get("outcome") in ("failed", "skipped") or "crash" in stage:
-            crash = stage.get("crash") or {}
-            message = crash.get("message") or stage.get("longrepr") or stage.get("outcome", "")
-            return str(message).removeprefix(SUBMISSION_ERROR)[:MAX_TEST_OUTPUT]
-    return str(test.get("outcome", ""))
-
-
-def grader_error(test: dict) -> str | None:
-    """Why a test could not be run at all (the sandbox did not start), or None."""
-    for phase in ("setup", "call", "teardown"):
-        message = str(((test.get(phase) or {}).get("crash") or {}).get("message") or "")
-        if message.startswith(GRADER_ERROR):
-            return message.removeprefix(GRADER_ERROR)
-    return None
 
 
 def gradescope_results(result: StudentResult, problems: list[Problem], header: str) -> dict:
@@ -141,7 +116,8 @@ def write_gradebook(out: Path, slugs: list[str]) -> Path:
 
 
 def _number(value: float) -> int | float:
-    return int(value) if float(value).is_integer() else round(value, 4)
+    value = round(float(value), 4)  # points shared by a test's cases add up to near-integers
+    return int(value) if value.is_integer() else value
 
 
 def graded_slugs(out: Path) -> list[str]:

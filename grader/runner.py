@@ -15,49 +15,29 @@ from grader.problems import KIT_ROOT, Problem
 
 @dataclass(frozen=True)
 class TestOutcome:
-    name: str  # test function name with its parameters, without the [impl] part
+    name: str  # test function name with its parameters, without the implementation's
     impl: str  # the --impl spec the test ran against
-    outcome: str  # "passed", "failed", "error" or "skipped"
+    outcome: str  # "passed", "failed", "error", "skipped" or "notrun"
     message: str  # one line saying why it failed; empty when it passed
     duration_s: float
 
 
-def _impl_of(nodeid: str, impls: list[str]) -> tuple[str, str]:
-    """Split 'file::test[params-impl]' into (test name with its own params, impl)."""
-    name = nodeid.split("::", 1)[-1]
-    if len(impls) == 1:
-        return name, impls[0]
-    base, _, params = name.partition("[")
-    params = params[:-1]
-    for spec in sorted(impls, key=len, reverse=True):  # the impl id comes first: test[spec-own]
-        if params == spec:
-            return base, spec
-        if params.startswith(spec + "-"):
-            return f"{base}[{params[len(spec) + 1 :]}]", spec
-    return name, "?"
+def test_name(entry: dict, impls: list[str]) -> str:
+    """'test[own-params]' from a collected test, its implementation parameter removed."""
+    function, _, params = entry["name"].partition("[")
+    params = params.removesuffix("]")
+    if len(impls) > 1 and entry.get("impl") is not None:
+        params = params.removeprefix(str(entry["impl"])).removeprefix("-")
+    return f"{function}[{params}]" if params else function
 
 
-def _message(test: dict) -> str:
-    for stage in ("setup", "call", "teardown"):
-        info = test.get(stage, {})
-        if info.get("outcome") in ("failed", "error") or "crash" in info:
-            crash = info.get("crash") or {}
-            text = crash.get("message") or info.get("longrepr") or ""
-            return text.strip()
-    return ""
-
-
-def parse_report(report: dict, impls: list[str]) -> list[TestOutcome]:
-    outcomes = []
-    for test in report.get("tests", []):
-        name, spec = _impl_of(test["nodeid"], impls)
-        duration = sum(test.get(s, {}).get("duration", 0.0) for s in ("setup", "call", "teardown"))
-        outcome = test["outcome"]
-        if outcome == "failed" and test.get("setup", {}).get("outcome") == "failed":
-            outcome = "error"
-        message = "" if outcome == "passed" else _message(test)
-        outcomes.append(TestOutcome(name, spec, outcome, message, duration))
-    return outcomes
+def parse_collected(collected: dict, impls: list[str]) -> list[TestOutcome]:
+    """The outcomes in a `grader.collect` report."""
+    return [
+        TestOutcome(test_name(entry, impls), entry.get("impl") or impls[0], entry["outcome"],
+                    "" if entry["outcome"] == "passed" else entry["message"], entry["duration"])
+        for entry in collected["tests"]
+    ]  # fmt: skip
 
 
 def run_tests(
@@ -69,11 +49,11 @@ def run_tests(
 ) -> list[TestOutcome]:
     """Run every hidden test of `problem` once per implementation spec, in one pytest process."""
     with tempfile.TemporaryDirectory(prefix="grpo-kit-") as tmp:
-        report_path = Path(tmp) / "report.json"
+        report_path = Path(tmp) / "collected.json"
         command = [
             sys.executable, "-m", "pytest", str(problem.dir),
-            "-p", "no:cacheprovider", "-q", "--no-header",
-            "--json-report", f"--json-report-file={report_path}",
+            "-p", "no:cacheprovider", "-q", "--no-header", "-p", "grader.collect",
+            f"--collect-file={report_path}",
             *(f"--impl={spec}" for spec in impls),
             *(extra_args or []),
         ]  # fmt: skip
@@ -86,7 +66,7 @@ def run_tests(
                 f"pytest produced no report for {problem.slug} (exit code {completed.returncode}):\n"
                 f"{completed.stdout[-2000:]}{completed.stderr[-2000:]}"
             )
-        report = json.loads(report_path.read_text(encoding="utf-8"))
-    if report.get("exitcode", 0) not in (0, 1):  # 2+ is an internal or usage error
+        collected = json.loads(report_path.read_text(encoding="utf-8"))
+    if collected.get("exit_code") not in (0, 1) or collected.get("errors"):
         raise RuntimeError(f"pytest failed to run {problem.slug}:\n{completed.stdout[-3000:]}")
-    return parse_report(report, impls)
+    return parse_collected(collected, impls)

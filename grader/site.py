@@ -29,10 +29,19 @@ STAMP_NAME = ".build-stamp"
 
 # The kit's own files every run of a problem's tests needs, as in the repository.
 RUNTIME_FILES = (
+    "problems/__init__.py",
     "problems/conftest.py",
+    "problems/support/__init__.py",
+    "problems/support/asserts.py",
+    "problems/support/cases.py",
     "grader/__init__.py",
+    "grader/collect.py",
+    "grader/errors.py",
+    "grader/execution.py",
     "grader/loader.py",
-    "grader/asserts.py",
+    "grader/problems.py",
+    "grader/sources.py",
+    "grader/values.py",
     "grader/webrun.py",
 )
 
@@ -45,6 +54,7 @@ def kit_files(problem: Problem) -> dict[str, str]:
     """Path (relative to the kit root) -> text of every file a browser run writes."""
     paths = [KIT_ROOT / name for name in RUNTIME_FILES]
     paths += [problem.dir / "problem.toml", problem.stub, *problem.test_files]
+    paths += [path for path in (problem.probes, problem.cases) if path.is_file()]
     return {p.relative_to(KIT_ROOT).as_posix(): p.read_text(encoding="utf-8") for p in paths}
 
 
@@ -70,7 +80,9 @@ def page_data(problem: Problem) -> dict:
 def _input_files() -> list[Path]:
     web_inputs = [WEB_DIR / "build.mjs", WEB_DIR / "precompile.mjs", WEB_DIR / "package-lock.json"]
     web_inputs += sorted((WEB_DIR / "src").rglob("*"))
-    problem_inputs = sorted(p for p in (KIT_ROOT / "problems").rglob("*") if "__pycache__" not in p.parts)
+    problem_inputs = sorted(
+        p for p in (KIT_ROOT / "problems").rglob("*") if "__pycache__" not in p.parts
+    )
     code = [KIT_ROOT / "grader" / name for name in ("site.py", "assets.py", "problems.py")]
     code += [KIT_ROOT / name for name in RUNTIME_FILES]
     return [p for p in [*web_inputs, *problem_inputs, *code] if p.is_file()]
@@ -94,7 +106,9 @@ def _run(command: list[str], cwd: Path, what: str) -> None:
     try:
         subprocess.run(command, cwd=cwd, check=True)
     except FileNotFoundError:
-        raise BuildError(f"{what}: {command[0]} is not installed (the site needs Node.js 20.19+ and npm)") from None
+        raise BuildError(
+            f"{what}: {command[0]} is not installed (the site needs Node.js 20.19+ and npm)"
+        ) from None
     except subprocess.CalledProcessError as exc:
         raise BuildError(f"{what} failed (exit {exc.returncode}): see the output above") from None
 

@@ -26,7 +26,7 @@ def pytest_generate_tests(metafunc):
     # Several --impl values run every test once per implementation, with the spec as the test id.
     specs = metafunc.config.getoption("--impl")
     if "impl" in metafunc.fixturenames and len(specs) > 1:
-        metafunc.parametrize("impl", specs, indirect=True, scope="module")
+        metafunc.parametrize("impl", specs, ids=specs, indirect=True, scope="module")
 
 
 @pytest.fixture(scope="module")

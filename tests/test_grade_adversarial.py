@@ -1,7 +1,10 @@
 """The adversarial suite: every attack in tests/adversarial/ graded in one batch with honest work.
 
-Each student must get exactly the points it deserves. The attacks deserve nothing, except the
-few that return a (wrong) value: those earn the tests that accept any value of that kind.
+All the students are graded in ONE trusted pytest run, in name order, honest ones before and
+after the attacks: nothing an attack does may change anyone else's grade. Each attack must
+earn exactly what a plainly wrong but well-behaved solution earns (its control: one that
+raises, one that returns NaN, one that returns an array of the wrong shape), and an attack
+that breaks its own process may earn less, never more.
 
 Without a working sandbox (bubblewrap missing, or unable to start one here) the attacks that
 would harm this machine are not run at all, and those that only the sandbox stops are not
@@ -19,24 +22,32 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from grader.problems import KIT_ROOT, get_problem
-from grader.sandbox.launch import NO_BWRAP_ENV, SANDBOX_UID_BASE, bwrap_command
+from grader.sandbox.bwrap import NO_BWRAP_ENV, bwrap_command
+from grader.sandbox.forkserver import SANDBOX_UID_BASE
 
 ATTACKS = Path(__file__).parent / "adversarial"
 SLUG = "grpo_objective"
 PROBLEM = get_problem(SLUG)
 REFERENCE = PROBLEM.reference
-# Tests of grpo_objective that any returned float passes, or any value at all.
-ANY_FLOAT = {"test_returns_a_python_float"}
-ANY_VALUE = {"test_does_not_modify_its_inputs"}
-# (patch_numpy_builtins would deserve ANY_FLOAT | ANY_VALUE for its NaN, but patching builtins
-# breaks its own process: it crashes and earns nothing.)
-DESERVED_TESTS = {"nan_result": ANY_FLOAT | ANY_VALUE, "broadcasting_array": ANY_VALUE}
+# Plainly wrong, well-behaved solutions: what an attack deserves is what its control earns.
+CONTROLS = {
+    "control_raises": "def grpo_objective(*args, **kwargs):\n    raise RuntimeError('no answer')\n",
+    "control_nan": "def grpo_objective(*args, **kwargs):\n    return float('nan')\n",
+    "control_wrong_array": "import numpy as np\n\n\ndef grpo_objective(*args, **kwargs):\n"
+    "    return np.ones((3, 1))\n",
+}
+CONTROL_OF = {"nan_result": "control_nan", "broadcasting_array": "control_wrong_array"}
+# These keep their process working, so they must earn exactly their control's points; the
+# others may break their own process and earn less.
+WELL_BEHAVED = {"nan_result", "broadcasting_array", "lying_eq", "poison_inputs", "forge_protocol",
+                "print_fake_results", "reach_other_students", "kill_the_grader"}  # fmt: skip
 SHIPPED_EXTRAS = {
     "conftest.py": "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\n"
     "def pytest_runtest_makereport(item, call):\n"
@@ -51,6 +62,7 @@ UNSAFE_UNSANDBOXED = {
     "atexit_hook": "rewrite every JSON file under /tmp",
     "fork_bomb": "fork thousands of processes",
     "leftover_processes": "leave a daemon running for ten minutes",
+    "reach_other_students": "kill every process it may signal",
 }
 # Harmless unsandboxed, but then they find the answer: only the sandbox earns them their zero.
 NEED_THE_SANDBOX = {
@@ -71,10 +83,6 @@ def _sandbox_problem() -> str | None:
 
 
 SANDBOX_PROBLEM = _sandbox_problem()
-
-
-def _points(names) -> int:
-    return sum(PROBLEM.points_for(name) for name in names)
 
 
 def _attacks() -> list[Path]:
@@ -149,12 +157,15 @@ def batch(tmp_path_factory):
         folder.mkdir(parents=True)
         source = attack.read_text().replace("PORT = 0 ", f"PORT = {server.port} ")
         (folder / f"{SLUG}.py").write_text(source)
+    for name, source in CONTROLS.items():
+        (submissions / name).mkdir()
+        (submissions / name / f"{SLUG}.py").write_text(source)
     shipped = submissions / "shipped_config"
     shipped.mkdir()
     (shipped / f"{SLUG}.py").write_text("def grpo_objective(*a, **k):\n    raise RuntimeError\n")
     for name, text in SHIPPED_EXTRAS.items():
         (shipped / name).write_text(text)
-    for honest in ("honest_a", "honest_z"):  # graded among the attacks, in the same chunks
+    for honest in ("honest_a", "honest_z"):  # graded before and after the attacks, in one run
         (submissions / honest).mkdir()
         shutil.copy(REFERENCE, submissions / honest / f"{SLUG}.py")
     with zipfile.ZipFile(submissions / "honest_zip.zip", "w") as archive:
@@ -165,11 +176,18 @@ def batch(tmp_path_factory):
     # Sandboxed children of this very pytest process (earlier tests' warm ones) are not the
     # batch's: only processes that appear during the batch may not outlive it.
     sandboxed_before = set(_sandbox_processes())
-    run = grade(submissions, out, "--workers", "2")
+    started = time.monotonic()
+    run = grade(submissions, out, "--workers", "1", "--batch-size", "1000")  # one pytest run
+    seconds = time.monotonic() - started
     after = {path: _digest(path) for path in protected}
     return dict(out=out, run=run, server=server, changed=[p for p in protected if
                 before[p] != after[p]], students=sorted(p.name for p in submissions.iterdir()),
-                sandboxed_before=sandboxed_before)  # fmt: skip
+                sandboxed_before=sandboxed_before, seconds=seconds)  # fmt: skip
+
+
+def passed(out: Path, student: str) -> set[str]:
+    results = json.loads((out / student / "results.json").read_text())
+    return {t["name"].split(": ", 1)[1] for t in results["tests"] if t["status"] == "passed"}
 
 
 def test_the_batch_completes(batch):
@@ -185,25 +203,34 @@ def test_every_student_has_a_result(batch):
         assert (batch["out"] / student / f"{SLUG}.pytest.json").is_file()
 
 
-def test_honest_students_get_full_marks(batch):
+def test_honest_students_get_full_marks_before_and_after_every_attack(batch):
     book = gradebook(batch["out"])
     maximum = book["honest_a"]["max"]
-    assert int(maximum) == _points(_test_names(batch["out"]))
+    assert float(maximum) > 0
     for honest in ("honest_a", "honest_z", "honest_zip"):
         assert book[honest]["total"] == maximum, honest
+
+
+def test_the_controls_earn_little(batch):
+    book = gradebook(batch["out"])
+    for control in CONTROLS:
+        assert float(book[control]["total"]) < float(book[control]["max"]) / 2, control
 
 
 @pytest.mark.parametrize(
     "attack", [_judged(a.stem) for a in sorted(ATTACKS.glob("*.py"))] + ["shipped_config"]
 )
-def test_attack_gets_exactly_what_it_deserves(batch, attack):
-    row = gradebook(batch["out"])[attack]
-    results = json.loads((batch["out"] / attack / "results.json").read_text())
-    passed = {t["name"].split(": ", 1)[1] for t in results["tests"] if t["status"] == "passed"}
-    deserved = DESERVED_TESTS.get(attack, set())
-    assert passed == deserved, results["tests"][0]["output"]
-    assert float(row["total"]) == _points(deserved)
-    assert row["max"] == gradebook(batch["out"])["honest_a"]["max"]
+def test_attack_gets_what_its_control_gets(batch, attack):
+    out = batch["out"]
+    control = CONTROL_OF.get(attack, "control_raises")
+    got, deserved = passed(out, attack), passed(out, control)
+    results = json.loads((out / attack / "results.json").read_text())
+    assert got <= deserved, f"{attack} passed more than {control}: {sorted(got - deserved)}"
+    if attack in WELL_BEHAVED:
+        assert got == deserved, results["tests"][0]["output"]
+    book = gradebook(out)
+    assert float(book[attack]["total"]) <= float(book[control]["total"])
+    assert book[attack]["max"] == book["honest_a"]["max"]
 
 
 def test_hidden_tests_and_reference_are_untouched(batch):
@@ -228,12 +255,15 @@ def test_no_sandboxed_process_outlives_the_batch(batch):
         ("infinite_loop", "timed out after 3 s"),
         ("long_sleep", "timed out after 3 s"),
         ("catch_interrupts", "timed out after 3 s"),
-        ("memory_bomb", "memory limit exceeded"),
+        ("flood_frames", "sent malformed data"),
+        ("slow_import", "timed out while being imported"),
+        ("memory_bomb", "memory"),
         ("exit_at_import", "raised SystemExit while being imported"),
         ("os_exit_in_function", "exited with status 0"),
         ("keyboard_interrupt", "raised KeyboardInterrupt"),
         ("pytest_skip", "raised Skipped"),
-        ("lying_eq", "cannot cross the sandbox"),
+        ("lying_eq", "which is not plain data"),
+        ("empty_but_huge", "cannot be graded"),
     ],
 )
 def test_failures_are_explained_to_the_student(batch, attack, status):
@@ -241,15 +271,16 @@ def test_failures_are_explained_to_the_student(batch, attack, status):
     assert status in results["tests"][0]["output"]
 
 
+def test_stalling_children_cost_the_batch_their_time_limit_only(batch):
+    # Four attacks run into the 3 s limit once each (a failed problem fails its later tests
+    # at once), one into its import: a batch of ~40 students must not take minutes.
+    assert batch["seconds"] < 120, f"the batch took {batch['seconds']:.0f} s"
+
+
 def test_shipped_config_files_are_ignored_and_reported(batch):
     results = json.loads((batch["out"] / "shipped_config" / "results.json").read_text())
     for name in SHIPPED_EXTRAS:
         assert name in results["output"]
-
-
-def _test_names(out: Path) -> list[str]:
-    results = json.loads((out / "honest_a" / "results.json").read_text())
-    return [t["name"].split(": ", 1)[1] for t in results["tests"]]
 
 
 def test_without_bubblewrap_the_report_says_so_loudly(tmp_path):

@@ -1,4 +1,9 @@
-"""Bad input, resume after a crash, and shards joined by merge."""
+"""Bad input, resume after a crash, and shards joined by merge.
+
+Whatever is wrong with one student's files (broken, encrypted or bomb zips, symbolic links,
+folders where files should be, names that are not UTF-8) is reported to that student, and
+everybody else is graded.
+"""
 
 from __future__ import annotations
 
@@ -17,11 +22,13 @@ from pathlib import Path
 import pytest
 
 from grader import submissions as subs
-from grader.batch import BatchOptions, parse_shard, results_from_report, shard, split_report
+from grader.batch import BatchOptions, parse_shard, results_from_collected, shard, split_collected
 from grader.problems import KIT_ROOT, get_problem
+from grader.sources import MAX_SOURCE_BYTES, check_source
 
 SLUG = "grpo_objective"
-REFERENCE = get_problem(SLUG).reference
+PROBLEM = get_problem(SLUG)
+REFERENCE = PROBLEM.reference
 WRONG = "def grpo_objective(rhos, A, pi_theta_old, pi_theta_ref, epsilon=0.2, beta=0.01):\n" \
         "    return 0.0\n"  # fmt: skip
 
@@ -65,15 +72,16 @@ def make_zip(path: Path, members: dict[str, str]) -> None:
         (b"def f():\n    return '\xff\xfe'\n", "is not UTF-8"),
         (b"def grpo_objective(:\n", "syntax error on line 1"),
         (b"x = 1\x00\n", "NUL bytes"),
-        (b"#" * (subs.MAX_SOURCE_BYTES + 1), "larger than"),
+        (b"#" * (MAX_SOURCE_BYTES + 1), "larger than"),
+        (b"from reference.grpo_objective import grpo_objective\n", "imports reference"),
     ],
 )
 def test_check_source_explains_what_is_wrong(data, reason):
-    assert reason in subs.check_source(SLUG, data)
+    assert reason in check_source(SLUG, data)
 
 
 def test_check_source_accepts_the_reference():
-    assert subs.check_source(SLUG, REFERENCE.read_bytes()) is None
+    assert check_source(SLUG, REFERENCE.read_bytes()) is None
 
 
 def test_zips_are_read_and_checked(tmp_path):
@@ -84,7 +92,7 @@ def test_zips_are_read_and_checked(tmp_path):
     write(tmp_path / "folder", f"{SLUG}.py", WRONG)
     make_zip(tmp_path / "folder.zip", {f"{SLUG}.py": WRONG})
     write(tmp_path, "bad name!", "")
-    found, warnings = subs.find_submissions(tmp_path, [SLUG])
+    found, warnings = subs.find_submissions(tmp_path, [PROBLEM])
     by_name = {s.student: s for s in found}
     assert by_name["nested"].sources == {SLUG: WRONG.encode()}
     assert by_name["nested"].ignored == ["nested/notes.txt"]
@@ -98,8 +106,104 @@ def test_zips_are_read_and_checked(tmp_path):
 def test_oversized_zip_is_rejected(tmp_path, monkeypatch):
     monkeypatch.setattr(subs, "MAX_ZIP_BYTES", 100)
     make_zip(tmp_path / "big.zip", {f"{SLUG}.py": WRONG * 10})
-    (found,), _ = subs.find_submissions(tmp_path, [SLUG])
+    (found,), _ = subs.find_submissions(tmp_path, [PROBLEM])
     assert "larger than" in found.rejected[SLUG]
+
+
+def _patch(data: bytes, old: bytes, new: bytes, count: int = 2) -> bytes:
+    """Change a field in a zip's local header and its central directory entry."""
+    assert data.count(old) >= count, "the zip does not look as expected"
+    return data.replace(old, new, count)
+
+
+def encrypted_zip(path: Path) -> None:
+    """A zip whose entry claims to be encrypted (general purpose flag bit 0)."""
+    make_zip(path, {f"{SLUG}.py": WRONG})
+    data = path.read_bytes()
+    local = data.index(b"PK\x03\x04") + 6
+    central = data.index(b"PK\x01\x02") + 8
+    data = bytearray(data)
+    data[local] |= 1
+    data[central] |= 1
+    path.write_bytes(bytes(data))
+
+
+def unsupported_zip(path: Path) -> None:
+    """A zip whose entry uses a compression method zipfile cannot read (99: AES)."""
+    make_zip(path, {f"{SLUG}.py": WRONG})
+    data = bytearray(path.read_bytes())
+    for offset in (data.index(b"PK\x03\x04") + 8, data.index(b"PK\x01\x02") + 10):
+        data[offset : offset + 2] = (99).to_bytes(2, "little")
+    path.write_bytes(bytes(data))
+
+
+def corrupt_stream_zip(path: Path) -> None:
+    """A deflated entry whose compressed bytes were damaged in transfer."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(f"{SLUG}.py", REFERENCE.read_text() * 3)
+    data = bytearray(path.read_bytes())
+    start = data.index(b"PK\x03\x04") + 30 + len(f"{SLUG}.py")
+    for offset in range(start + 5, start + 60):
+        data[offset] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+def bomb_zip(path: Path) -> None:
+    """A small zip that unpacks to a gigabyte, its header lying about the size."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        with archive.open(f"{SLUG}.py", "w", force_zip64=True) as member:
+            chunk = b"#" * (1 << 20)
+            for _ in range(1024):
+                member.write(chunk)
+
+
+def symlink_zip(path: Path) -> None:
+    info = zipfile.ZipInfo(f"{SLUG}.py")
+    info.external_attr = (0o120777 << 16)  # a symbolic link to /etc/passwd
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(info, "/etc/passwd")
+
+
+def folder_named_like_the_file_zip(path: Path) -> None:
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(f"{SLUG}.py/", "")
+        archive.writestr(f"{SLUG}.py/inside.py", WRONG)
+
+
+@pytest.mark.parametrize(
+    "build, reason",
+    [
+        (encrypted_zip, "is encrypted"),
+        (unsupported_zip, "compression method"),
+        (corrupt_stream_zip, "damaged"),
+        (bomb_zip, "larger than"),
+        (symlink_zip, "symbolic link"),
+        (folder_named_like_the_file_zip, "is a folder"),
+    ],
+    ids=["encrypted", "unsupported", "corrupt-stream", "bomb", "symlink", "folder"],
+)
+def test_a_damaged_zip_rejects_its_file_and_stops_nothing(tmp_path, build, reason):
+    build(tmp_path / "damaged.zip")
+    write(tmp_path / "honest", f"{SLUG}.py", REFERENCE.read_text())
+    found, warnings = subs.find_submissions(tmp_path, [PROBLEM])
+    by_name = {s.student: s for s in found}
+    assert reason in by_name["damaged"].rejected[SLUG], by_name["damaged"]
+    assert not by_name["damaged"].sources
+    assert by_name["honest"].sources and not warnings
+
+
+def test_a_folder_with_odd_entries_is_read_safely(tmp_path):
+    student = tmp_path / "ada"
+    student.mkdir()
+    (student / "grpo_objective.py").mkdir()  # a folder named like the file
+    os.symlink(REFERENCE, student / "group_advantages.py")  # a link to the answer
+    (student / b"notes-\xff.txt".decode("utf-8", "surrogateescape")).write_text("x")
+    problems = [PROBLEM, get_problem("group_advantages")]
+    (found,), _ = subs.find_submissions(tmp_path, problems)
+    assert "not a file" in found.rejected[SLUG]
+    assert "symbolic link" in found.rejected["group_advantages"]
+    assert found.ignored == ["notes-\ufffd.txt"]
+    json.dumps(found.ignored).encode("utf-8")  # reports can be written
 
 
 def test_every_problem_is_graded_by_default_the_capstone_too():
@@ -121,36 +225,45 @@ def test_shards_are_disjoint_and_cover_the_class():
             parse_shard(bad)
 
 
-def test_split_report_attributes_tests_by_their_parameter():
+def _collected(test_id: str, impl: str | None, outcome: str = "passed", **extra) -> dict:
+    name = test_id.split("::")[1]
+    return {"id": test_id, "name": name, "function": name.split("[")[0], "impl": impl,
+            "outcome": outcome, "message": "", "error_type": None, "duration": 0.0,
+            "stdout": "", "stdout_cut": 0} | extra  # fmt: skip
+
+
+def test_collected_tests_belong_to_the_implementation_they_ran():
     specs = ["sandbox:/w/s1", "sandbox:/w/s10"]
-    report = {"tests": [
-        {"nodeid": "problems/p/test_p.py::test_a[sandbox:/w/s1]", "outcome": "passed"},
-        {"nodeid": "problems/p/test_p.py::test_b[sandbox:/w/s10-(1, 2)]", "outcome": "failed"},
-        {"nodeid": "problems/p/test_p.py::test_no_impl", "outcome": "passed"},
+    collected = {"tests": [
+        _collected("problems/p/test_p.py::test_a[sandbox:/w/s1]", specs[0]),
+        _collected("problems/p/test_p.py::test_b[sandbox:/w/s10-(1, 2)]", specs[1], "failed"),
     ]}  # fmt: skip
-    split = split_report(report, specs)
-    # A test naming no student says nothing about either of them.
-    assert [t["nodeid"] for t in split[specs[0]]["p"]] == ["problems/p/test_p.py::test_a"]
-    assert [t["nodeid"] for t in split[specs[1]]["p"]] == ["problems/p/test_p.py::test_b[(1, 2)]"]
-    # With one student pytest names none: every test is that student's.
-    alone = split_report({"tests": report["tests"][2:]}, specs[:1])
-    assert [t["nodeid"] for t in alone[specs[0]]["p"]] == ["problems/p/test_p.py::test_no_impl"]
+    split = split_collected(collected, specs)
+    assert [t["name"] for t in split[specs[0]]["p"]] == ["test_a[sandbox:/w/s1]"]
+    assert [t["name"] for t in split[specs[1]]["p"]] == ["test_b[sandbox:/w/s10-(1, 2)]"]
+    # With one student pytest adds no parameter: every test is that student's.
+    alone = split_collected({"tests": [_collected("problems/p/test_p.py::test_c", None)]}, specs[:1])
+    assert [t["name"] for t in alone[specs[0]]["p"]] == ["test_c"]
 
 
-def test_a_sandbox_that_did_not_start_is_not_a_grade():
-    specs = ["sandbox:/w/s0", "sandbox:/w/s1"]
-    crash = {"message": "grader.sandbox.proxy.SandboxUnavailable: could not be graded: "
-                        "the sandbox did not start: timed out after 30 s"}  # fmt: skip
-    report = {"tests": [
-        {"nodeid": f"problems/{SLUG}/test_{SLUG}.py::test_a[{specs[0]}]", "outcome": "passed"},
-        {"nodeid": f"problems/{SLUG}/test_{SLUG}.py::test_a[{specs[1]}]", "outcome": "failed",
-         "call": {"outcome": "failed", "crash": crash}},
+def test_a_sandbox_that_did_not_start_is_not_a_grade_whatever_its_message():
+    specs = ["sandbox:/w/s0", "sandbox:/w/s1", "sandbox:/w/s2"]
+    test = f"problems/{SLUG}/test_{SLUG}.py::test_reference_example"
+    reason = "the sandbox did not start: timed out after 30 s"
+    collected = {"tests": [
+        _collected(f"{test}[{specs[0]}]", specs[0]),
+        _collected(f"{test}[{specs[1]}]", specs[1], "failed", error_type="grader.errors.GraderError",
+                   message=f"GraderError: {reason}"),
+        # A student's own message saying the same is just a failure.
+        _collected(f"{test}[{specs[2]}]", specs[2], "failed", message=f"GraderError: {reason}",
+                   error_type="grader.errors.SubmissionError"),
     ]}  # fmt: skip
-    students = [subs.Submission("ada"), subs.Submission("bob")]
-    options = BatchOptions([get_problem(SLUG)])
-    graded, failed = results_from_report(report, students, specs, options, "bubblewrap")
-    assert graded.student == "ada"
-    assert failed == "bob: could not be graded: the sandbox did not start: timed out after 30 s"
+    students = [subs.Submission("ada"), subs.Submission("bob"), subs.Submission("eve")]
+    options = BatchOptions([PROBLEM])
+    graded, failed, forged = results_from_collected(collected, students, specs, options, "bwrap")
+    assert graded.student == "ada" and graded.score(SLUG)[0] > 0
+    assert failed == f"bob: could not be graded: {reason}"
+    assert forged.student == "eve" and forged.score(SLUG)[0] == 0
 
 
 # ------------------------------------------------------------------ a batch of bad input
@@ -169,10 +282,12 @@ EXPECTED_STATUS = {
     "syntax_error": "syntax error on line 1",
     "missing_function": "defines no 'grpo_objective'",
     "wrong_signature": "TypeError",
-    "not_a_function": "has a non-function 'grpo_objective'",
+    "not_a_function": "defines 'grpo_objective', but not as a function",
     "nothing_submitted": "no grpo_objective.py was submitted",
     "corrupt_zip": "cannot be read as a zip file",
     "zip_slip": "unsafe path",
+    "encrypted_zip": "is encrypted",
+    "bomb_zip": "larger than",
 }
 
 
@@ -187,6 +302,8 @@ def bad_batch(tmp_path_factory):
     data = (submissions / "corrupt_zip.zip").read_bytes()
     (submissions / "corrupt_zip.zip").write_bytes(data[: len(data) // 2])  # cut off in transfer
     make_zip(submissions / "zip_slip.zip", {f"../../{SLUG}.py": WRONG})
+    encrypted_zip(submissions / "encrypted_zip.zip")
+    bomb_zip(submissions / "bomb_zip.zip")
     write(submissions / "honest", f"{SLUG}.py", REFERENCE.read_text())
     out = root / "out"
     return out, grade(submissions, out)
@@ -207,6 +324,7 @@ def test_bad_input_gets_zero_and_a_clear_status(bad_batch, student):
     assert results["score"] == 0
     assert results["tests"] and all(t["status"] == "failed" for t in results["tests"])
     assert EXPECTED_STATUS[student] in results["tests"][0]["output"]
+    assert not results["tests"][0]["output"].startswith(("NotImplementedError", "SubmissionError"))
 
 
 # ------------------------------------------------------------------ resume, shards, merge
@@ -314,7 +432,7 @@ def _session(leader: int) -> dict[int, str]:
 
 
 def _pytest_running(grader: subprocess.Popen) -> bool:
-    return any("grader.batch_plugin" in line for line in _session(grader.pid).values())
+    return any("grader.collect" in line for line in _session(grader.pid).values())
 
 
 def _wait_for(condition, seconds: float) -> bool:
@@ -372,16 +490,15 @@ def test_pytest_runs_die_with_the_grader(tmp_path):
 def test_a_sandbox_that_cannot_start_grades_no_one_and_says_so(tmp_path):
     submissions, out = tmp_path / "submissions", tmp_path / "out"
     _class(submissions, 3)
-    # Every sandbox now times out starting up (the children are not prestarted either).
+    # Every sandbox now times out starting up.
     hooks = tmp_path / "hooks"
-    write(hooks, "sitecustomize.py", "import grader.sandbox.launch as launch\n"
-          "import grader.sandbox.proxy as proxy\n\n"
-          "launch.STARTUP_GRACE_S = 0.0\nproxy.prestart = lambda *args: None\n")  # fmt: skip
+    write(hooks, "sitecustomize.py", "import grader.sandbox.forkserver as forkserver\n\n"
+          "forkserver.STARTUP_GRACE_S = 0.0\n")  # fmt: skip
     broken = grpo_kit("grade", str(submissions), "--out", str(out), "--problems", SLUG,
                       env=dict(os.environ, PYTHONPATH=str(hooks)))  # fmt: skip
     assert broken.returncode == 1, broken.stderr[-3000:]
     for i in range(3):
-        line = f"NOT GRADED: student{i:02d}: could not be graded: the sandbox did not start"
+        line = f"NOT GRADED: student{i:02d}: could not be graded: the sandbox"
         assert line in broken.stdout and line in broken.stderr
     assert "3 could not be graded" in broken.stdout
     assert not list(out.glob("*/results.json")), "a failure of the grader was saved as a grade"

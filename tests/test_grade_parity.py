@@ -1,7 +1,9 @@
-"""Sandboxed grading gives the verdicts a local run gives, test by test.
+"""One verdict everywhere: every test of every problem, for the reference, the starter and every
+catalogued mistake, passes or fails alike in a local run, through `grpo-kit check`'s path and in
+`grpo-kit grade`'s sandbox. (Pyodide against CPython: tests/test_web_parity.py.)
 
-The reference and every catalogued mistake of the problems below are graded as students by
-`grpo-kit grade`, and run locally with ``pytest --impl``: each test must pass or fail alike.
+Each implementation is handed in as a student would: a file of its own, the reference
+solutions it used inlined (the capstone keeps the imports its problem allows).
 """
 
 from __future__ import annotations
@@ -9,81 +11,91 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from functools import cache
+from pathlib import Path
 
 import pytest
 
-from grader.batch import split_report
 from grader.mistakes import load_catalogue
-from grader.problems import KIT_ROOT, get_problem
+from grader.problems import KIT_ROOT, Problem, all_problems
+from grader.runner import run_tests
 from grader.submissions import standalone_source
 
-CORE = (
-    "grpo_objective",
-    "group_advantages",
-    "masked_token_loss",
-    "grpo_loss_torch",
-    "sample_group",
-)
+PROBLEMS = all_problems()
 
 
-def _implementations(slug: str) -> dict[str, str]:
+def implementations(problem: Problem) -> dict[str, str]:
     """spec -> the source a student handing that implementation in would submit."""
-    problem = get_problem(slug)
-    found = {"reference": standalone_source(problem.reference.read_text(encoding="utf-8"))}
+    source = problem.reference.read_text(encoding="utf-8")
+    found = {"reference": standalone_source(source, problem.builds_on),
+             "starter": problem.stub.read_text(encoding="utf-8")}  # fmt: skip
     for mistake in load_catalogue(problem.dir):
-        found[f"mistake:{mistake.id}"] = standalone_source(mistake.source)
+        found[f"mistake:{mistake.id}"] = standalone_source(mistake.source, problem.builds_on)
     return found
 
 
-def _passed(tests: list[dict]) -> set[str]:
-    return {t["nodeid"].split("::", 1)[1] for t in tests if t["outcome"] == "passed"}
+def _verdicts(outcomes, names: dict[str, str]) -> dict[str, dict[str, str]]:
+    """spec -> test -> outcome, from outcomes whose impl is a key of `names`."""
+    found: dict[str, dict[str, str]] = {}
+    for outcome in outcomes:
+        found.setdefault(names[outcome.impl], {})[outcome.name] = outcome.outcome
+    return found
+
+
+@cache
+def verdicts(slug: str, root: Path) -> dict[str, dict[str, dict[str, str]]]:
+    """place -> spec -> test -> outcome, for one problem."""
+    problem = next(p for p in PROBLEMS if p.slug == slug)
+    sources = implementations(problem)
+    files = {}
+    for spec, source in sources.items():
+        student = spec.replace(":", "_")
+        path = root / slug / student / f"{slug}.py"
+        path.parent.mkdir(parents=True)
+        path.write_text(source, encoding="utf-8")
+        files[spec] = path
+    local = run_tests(problem, list(sources))
+    checked = run_tests(problem, [str(p) for p in files.values()])
+    command = [sys.executable, "-m", "grader.cli", "grade", str(root / slug), "--out",
+               str(root / "out" / slug), "--problems", slug]  # fmt: skip
+    run = subprocess.run(command, cwd=KIT_ROOT, capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stderr[-3000:]
+    graded = {}
+    for spec in sources:
+        results = json.loads((root / "out" / slug / spec.replace(":", "_") / "results.json")
+                             .read_text(encoding="utf-8"))  # fmt: skip
+        graded[spec] = {t["name"].split(": ", 1)[1]: t["status"] for t in results["tests"]}
+    return {
+        "local": _verdicts(local, {spec: spec for spec in sources}),
+        "check": _verdicts(checked, {str(path): spec for spec, path in files.items()}),
+        "grade": graded,
+    }
 
 
 @pytest.fixture(scope="module")
-def verdicts(tmp_path_factory):
-    root = tmp_path_factory.mktemp("parity")
-    slugs = [s for s in CORE if (KIT_ROOT / "problems" / s / "problem.toml").exists()]
-    local = {}
-    for slug in slugs:
-        specs = _implementations(slug)
-        report = root / f"{slug}.json"
-        command = [sys.executable, "-m", "pytest", str(get_problem(slug).dir), "-q",
-                   "-p", "no:cacheprovider", "--json-report", f"--json-report-file={report}",
-                   *(f"--impl={spec}" for spec in specs)]  # fmt: skip
-        subprocess.run(command, cwd=KIT_ROOT, capture_output=True, timeout=600)
-        split = split_report(json.loads(report.read_text()), list(specs))
-        for spec, source in specs.items():
-            student = f"{slug}__{spec.replace(':', '_')}"
-            local[student] = (slug, _passed(split[spec].get(slug, [])))
-            folder = root / slug / student
-            folder.mkdir(parents=True)
-            (folder / f"{slug}.py").write_text(source, encoding="utf-8")
-        # One batch per problem, so that no test runs for a problem nobody submitted.
-        command = [sys.executable, "-m", "grader.cli", "grade", str(root / slug),
-                   "--out", str(root / "out"), "--problems", slug]  # fmt: skip
-        run = subprocess.run(command, cwd=KIT_ROOT, capture_output=True, text=True, timeout=900)
-        assert run.returncode == 0, run.stderr[-3000:]
-    return local, root / "out"
+def root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("parity")
 
 
-def test_every_implementation_gets_the_local_verdicts(verdicts):
-    local, out = verdicts
-    assert local, "no problem to compare"
+def _passed(tests: dict[str, str]) -> set[str]:
+    return {name for name, outcome in tests.items() if outcome == "passed"}
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.slug)
+def test_every_implementation_gets_the_same_verdicts_everywhere(problem, root):
+    found = verdicts(problem.slug, root)
+    local = found["local"]
+    assert local["reference"] and set(local["reference"].values()) == {"passed"}
+    assert "passed" not in local["starter"].values()
     differences = []
-    for student, (slug, passed_locally) in sorted(local.items()):
-        results = json.loads((out / student / "results.json").read_text())
-        passed = {t["name"].split(": ", 1)[1] for t in results["tests"]
-                  if t["status"] == "passed" and t["name"].startswith(f"{slug}: ")}  # fmt: skip
-        if passed != passed_locally:
-            differences.append(f"{student}: sandbox only {sorted(passed - passed_locally)}, "
-                               f"local only {sorted(passed_locally - passed)}")  # fmt: skip
+    for place in ("check", "grade"):
+        for spec, tests in local.items():
+            other = found[place][spec]
+            if set(other) != set(tests):
+                differences.append(f"{place} {spec}: ran other tests {sorted(set(other) ^ set(tests))}")
+            elif _passed(other) != _passed(tests):
+                differences.append(
+                    f"{place} {spec}: passes only there {sorted(_passed(other) - _passed(tests))}, "
+                    f"fails only there {sorted(_passed(tests) - _passed(other))}"
+                )
     assert not differences, "\n".join(differences)
-
-
-def test_the_reference_passes_everything(verdicts):
-    local, out = verdicts
-    for student in (s for s in local if s.endswith("__reference")):
-        results = json.loads((out / student / "results.json").read_text())
-        slug = local[student][0]
-        mine = [t for t in results["tests"] if t["name"].startswith(f"{slug}: ")]
-        assert mine and all(t["status"] == "passed" for t in mine), student

@@ -1,16 +1,32 @@
-"""The sandbox boundary on its own: the value codec, exceptions, in-place changes, gradients."""
+"""The boundary between the tests and a solution: the value codec, and one execution path.
+
+A solution gets the same verdict in this process (a local run) and in a sandboxed process
+(batch grading): both are checked here on the same toy problem, side by side. Then what only
+the sandbox must withstand: floods, forged frames, tiny replies that would allocate gigabytes,
+crashes, leftover processes, students who try to reach each other.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import signal
 import sys
+import textwrap
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from grader import batch_plugin
-from grader.sandbox import child, launch, protocol
-from grader.sandbox.proxy import SandboxUnavailable, SubmissionError, load_sandboxed
+from grader import values
+from grader.errors import GraderError, SubmissionError
+from grader.execution import reseed
+from grader.loader import load_implementation, next_test
+from grader.sandbox import bwrap, forkserver, limits
+
+SANDBOXED = bwrap.bwrap_command() is not None
+needs_bwrap = pytest.mark.skipif(not SANDBOXED, reason="needs a working bubblewrap")
 
 # ------------------------------------------------------------------ the codec
 
@@ -20,13 +36,13 @@ from grader.sandbox.proxy import SandboxUnavailable, SubmissionError, load_sandb
     [
         None, True, 3, -2.5, float("inf"), "text", b"\x00\xff", [1, [2.0, "x"]], (1, 2),
         {"a": 1, 3: [None]},
-        np.arange(6, dtype=np.int32).reshape(2, 3), np.float32(1.5), np.bool_(True),
-        np.zeros((0, 4)), np.array(7.0),
+        np.arange(6, dtype=np.int32).reshape(2, 3), np.float32(1.5), np.float64(2.5),
+        np.int64(7), np.bool_(True), np.zeros((0, 4)), np.array(7.0),
     ],
 )  # fmt: skip
-def test_plain_values_cross_unchanged(value):
-    got = protocol.decode(protocol.encode(value))
-    assert type(got) is type(value)
+def test_plain_values_cross_with_their_exact_type(value):
+    got = values.copy(value)
+    assert type(got) is type(value)  # a numpy float64 stays one: it is not a Python float
     if isinstance(value, np.ndarray | np.generic):
         assert got.dtype == value.dtype and np.shape(got) == np.shape(value)
         assert np.array_equal(got, value)
@@ -34,17 +50,26 @@ def test_plain_values_cross_unchanged(value):
         assert got == value
 
 
+def test_tensors_cross_with_dtype_and_requires_grad():
+    torch = pytest.importorskip("torch")
+    x = torch.linspace(-3, 3, 7, dtype=torch.bfloat16)
+    got = values.copy(x)
+    assert got.dtype == torch.bfloat16 and torch.equal(got, x) and not got.requires_grad
+    y = values.copy(torch.ones(2, 3, dtype=torch.float64).requires_grad_())
+    assert y.dtype == torch.float64 and y.requires_grad and y.grad_fn is None
+
+
 def test_nan_crosses_as_nan():
-    assert np.isnan(protocol.decode(protocol.encode(float("nan"))))
+    assert np.isnan(values.copy(float("nan")))
 
 
 @pytest.mark.parametrize(
     "value",
-    [object(), np.array([object()]), {(1, 2): 3}, lambda: 1, np.array(["text"])],
+    [object(), np.array([object()]), {(1, 2): 3}, lambda: 1, np.array(["text"]), iter([1])],
 )
 def test_anything_else_is_refused(value):
-    with pytest.raises(protocol.UnsupportedValue):
-        protocol.encode(value)
+    with pytest.raises(values.UnsupportedValue):
+        values.encode(value)
 
 
 def test_subclasses_lose_their_behaviour():
@@ -52,8 +77,13 @@ def test_subclasses_lose_their_behaviour():
         def __eq__(self, other):
             return True
 
-    got = protocol.decode(protocol.encode(Liar(2.0)))
-    assert type(got) is float and got != 3.0
+    class Sneaky(list):
+        def __iter__(self):
+            return iter([42])
+
+    got = values.copy([Liar(2.0), Sneaky([1, 2])])
+    assert type(got[0]) is float and got[0] != 3.0
+    assert type(got[1]) is list and got[1] == [1, 2]
 
 
 @pytest.mark.parametrize(
@@ -63,24 +93,35 @@ def test_subclasses_lose_their_behaviour():
         {"__t": "ndarray", "dtype": "float64", "shape": [2], "data": "AAAA"},
         {"__t": "ndarray", "dtype": "float64", "shape": [-1], "data": ""},
         {"__t": "ndarray", "dtype": "float64", "shape": [10**9], "data": ""},
+        # No element at all, but a test reducing over the first axis would allocate 2**28.
+        {"__t": "ndarray", "dtype": "float64", "shape": [2**28, 0], "data": ""},
+        {"__t": "ndarray", "dtype": "float64", "shape": [1] * 9, "data": "AAAAAAAAAAA="},
+        {"__t": "ndarray", "dtype": "float64", "shape": [True], "data": "AAAAAAAAAAA="},
+        {"__t": "tensor", "torch_dtype": "float32", "dtype": "float64", "shape": [], "data": ""},
         {"__t": "pickle", "data": "gASVAAAAAAAAAAA="},
         {"__t": "float", "repr": "__import__('os')"},
-        # Objects are rebuilt in the child only: the trusted side never builds one.
-        {"__t": "module", "class": "CounterLM", "kwargs": {"__t": "dict", "items": []}},
         {"__t": "generator", "device": "cpu", "state": None},
         {"__t": "record", "fields": [["__class__", 1]]},
         {"__t": "record", "fields": [["not a name", 1]]},
+        {"__t": "dict", "items": [[[1], 2]]},
     ],
 )
 def test_malformed_data_is_a_protocol_error(payload):
-    with pytest.raises(protocol.ProtocolError):
-        protocol.decode(payload)
+    with pytest.raises(values.ProtocolError):
+        values.decode(payload)
+
+
+def test_a_budget_caps_one_value_and_all_values_together():
+    whole = values.Budget(10)
+    values.decode(values.encode(np.zeros(6)), values.Budget(8, parent=whole))
+    with pytest.raises(values.ProtocolError):
+        values.decode(values.encode(np.zeros(6)), values.Budget(8, parent=whole))
+    with pytest.raises(values.ProtocolError):
+        values.decode(values.encode(np.zeros(9)), values.Budget(8))
 
 
 def test_dataclasses_cross_as_plain_records():
-    from dataclasses import dataclass
-
-    @dataclass
+    @dataclasses.dataclass
     class Pair:
         first: list
         second: np.ndarray
@@ -88,30 +129,43 @@ def test_dataclasses_cross_as_plain_records():
         def __eq__(self, other):
             return True
 
-    got = protocol.decode(protocol.encode(Pair([1, 2], np.arange(2))))
+    got = values.copy(Pair([1, 2], np.arange(2)))
     assert type(got).__name__ == "SimpleNamespace"
     assert got.first == [1, 2] and got.second.tolist() == [0, 1]
 
 
-def test_frames_refuse_oversized_lengths():
-    with pytest.raises(protocol.ProtocolError):
-        protocol.frame_length((protocol.MAX_FRAME_BYTES + 1).to_bytes(4, "big"))
+# ------------------------------------------------------------------ one toy problem, two places
 
 
-# ------------------------------------------------------------------ calls through a child
-
-
-def make_problem(root, runtime: str, names: list[str]):
-    problem = root / "toy"
-    problem.mkdir()
-    (problem / "problem.toml").write_text(
-        f'implement = {names!r}\nruntime = "{runtime}"\ntime_limit_s = 20\n'.replace("'", '"')
-    )
+def make_problem(root: Path, solution: str, *, runtime: str = "pyodide", probes: str = "",
+                 time_limit: float = 5, names=("scale",)) -> Path:  # fmt: skip
+    """A throwaway problem `toy` with `solution` as the file a student hands in."""
+    problem = root / "problems" / "toy"
+    problem.mkdir(parents=True)
+    (problem / "problem.toml").write_text(textwrap.dedent(f"""\
+        title = "Toy"
+        order = 1
+        difficulty = "easy"
+        tags = ["toy"]
+        implement = {list(names)!r}
+        runtime = "{runtime}"
+        points_per_test = 1
+        time_limit_s = {time_limit}
+        teaches = "Nothing."
+        """).replace("'", '"'))  # fmt: skip
+    (problem / "README.md").write_text("# Toy\n")
+    (problem / "toy.py").write_text("def scale(x):\n    raise NotImplementedError\n")
+    (problem / "test_toy.py").write_text("def test_nothing(impl):\n    pass\n")
+    if probes:
+        (problem / "probes.py").write_text(textwrap.dedent(probes))
+    (root / "toy.py").write_text(textwrap.dedent(solution))
     return problem
 
 
-NUMPY_SOLUTION = """
+TOY = """
 import numpy as np
+
+LIMIT = 3
 
 def scale(x, factor=2.0):
     if factor < 0:
@@ -120,460 +174,323 @@ def scale(x, factor=2.0):
 
 def scale_in_place(x):
     x *= 2
-    return None
+    return np.float64(x.sum())
 
 class Mine(Exception):
     pass
 
-def custom():
-    raise Mine("my own exception")
+class Picky(ValueError):
+    pass
+
+def custom(kind):
+    raise (Mine if kind == "mine" else Picky)("my own exception")
 
 def stops(x):
     raise StopIteration
+
+def draw():
+    return float(np.random.random())
+
+def weird():
+    return object()
+
+def slow(seconds):
+    import time
+    time.sleep(seconds)
+    return seconds
+
+def not_a_function():
+    pass
+
+not_a_function = 3
+"""
+TOY_NAMES = ("scale", "scale_in_place", "custom", "stops", "draw", "weird", "slow",
+             "not_a_function", "absent")  # fmt: skip
+TOY_PROBES = """
+import numpy as np
+
+def scaled_twice(solution, x):
+    once = solution.scale(x)
+    return {"once": once, "twice": solution.scale(once)}
 """
 
 
-@pytest.fixture(scope="module")
-def numpy_impl(tmp_path_factory):
-    root = tmp_path_factory.mktemp("numpy")
-    names = ["scale", "scale_in_place", "custom", "stops", "absent"]
-    problem = make_problem(root, "pyodide", names)
-    (root / "toy.py").write_text(NUMPY_SOLUTION)
-    return load_sandboxed(problem, str(root / "toy.py"))
+@pytest.fixture(scope="module", params=["local", "sandbox"])
+def toy(request, tmp_path_factory):
+    """The same toy solution, run in this process and in a sandboxed one."""
+    root = tmp_path_factory.mktemp(request.param)
+    problem = make_problem(root, TOY, probes=TOY_PROBES, time_limit=2, names=TOY_NAMES)
+    spec = str(root / "toy.py") if request.param == "local" else f"sandbox:{root / 'toy.py'}"
+    impl = load_implementation(problem, spec)
+    yield impl
+    impl.close()
 
 
-def test_a_call_returns_plain_data(numpy_impl):
-    got = numpy_impl.scale(np.arange(3.0), factor=3.0)
+def test_a_call_returns_plain_data(toy):
+    got = toy.scale(np.arange(3.0), factor=3.0)
     assert isinstance(got, np.ndarray) and got.tolist() == [0.0, 3.0, 6.0]
 
 
-def test_builtin_exceptions_keep_their_type(numpy_impl):
+def test_builtin_exceptions_keep_their_type_and_message(toy):
     with pytest.raises(ValueError, match="factor must be >= 0"):
-        numpy_impl.scale([1.0], factor=-1)
+        toy.scale([1.0], factor=-1)
+    with pytest.raises(ValueError, match="Picky: my own exception"):
+        toy.custom("picky")
 
 
-def test_other_exceptions_become_submission_errors(numpy_impl):
+def test_other_exceptions_become_submission_errors(toy):
     with pytest.raises(SubmissionError, match="Mine: my own exception"):
-        numpy_impl.custom()
+        toy.custom("mine")
 
 
-def test_stop_iteration_does_not_end_the_tests_loop(numpy_impl):
+def test_stop_iteration_cannot_end_the_tests_loop(toy):
     # Raised again as StopIteration it would end map() quietly, and all() would be True.
     with pytest.raises(SubmissionError, match="raised StopIteration"):
-        all(map(numpy_impl.stops, [1, 2]))
+        all(map(toy.stops, [1, 2]))
 
 
-def test_in_place_changes_reach_the_test(numpy_impl):
+def test_the_solution_works_on_copies_and_observe_shows_its_changes(toy):
     x = np.ones(3)
-    numpy_impl.scale_in_place(x)
-    assert x.tolist() == [2.0, 2.0, 2.0]
+    seen = toy.scale_in_place.observe(x)
+    assert x.tolist() == [1.0, 1.0, 1.0], "the test's own array must never change"
+    assert seen.args[0].tolist() == [2.0, 2.0, 2.0] and seen.error is None
+    assert type(seen.value) is np.float64 and seen.value == 6.0
 
 
-def test_a_missing_function_says_so(numpy_impl):
+def test_observe_keeps_the_exception_instead_of_raising(toy):
+    seen = toy.scale.observe([1.0], factor=-1)
+    assert isinstance(seen.error, ValueError) and seen.value is None
+
+
+def test_a_missing_or_non_function_name_says_so(toy):
     with pytest.raises(SubmissionError, match="defines no 'absent'"):
-        numpy_impl.absent()
+        toy.absent()
+    with pytest.raises(SubmissionError, match="not as a function"):
+        toy.not_a_function()
 
 
-TORCH_SOLUTION = """
-from dataclasses import dataclass
-
-import torch
-
-def weighted_loss(x, w, scale=1.0):
-    return (x.exp() * w).sum() * scale
-
-def two_outputs(x):
-    return x * 2, (x ** 2).sum()
-
-def detached(x):
-    return x.detach().sum()
-
-@dataclass
-class Sampled:
-    ids: torch.Tensor
-    count: int
-
-def run_model(model, ids):
-    with torch.no_grad():
-        return Sampled(model(ids), int(ids.numel()))
-
-def draw(n, generator=None):
-    return torch.rand(n, generator=generator)
-"""
+def test_a_result_that_is_not_plain_data_is_refused(toy):
+    with pytest.raises(SubmissionError, match="weird returned a value of type object"):
+        toy.weird()
 
 
-@pytest.fixture(scope="module")
-def torch_impl(tmp_path_factory):
-    pytest.importorskip("torch")
-    root = tmp_path_factory.mktemp("torch")
-    names = ["weighted_loss", "two_outputs", "detached", "run_model", "draw"]
-    problem = make_problem(root, "python", names)
-    (root / "toy.py").write_text(TORCH_SOLUTION)
-    return load_sandboxed(problem, str(root / "toy.py"))
+def test_probes_run_beside_the_solution(toy):
+    got = toy.probe.scaled_twice([1.0, 2.0])
+    assert got["twice"].tolist() == [4.0, 8.0]
 
 
-def test_gradients_flow_back_through_the_sandbox(torch_impl):
-    import torch
-
-    x = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
-    w = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
-    loss = torch_impl.weighted_loss(x, w, scale=0.5)
-    assert isinstance(loss, torch.Tensor) and loss.shape == ()
-    loss.backward()
-    assert torch.allclose(x.grad, 0.5 * x.detach().exp() * w.detach())
-    assert torch.allclose(w.grad, 0.5 * x.detach().exp())
+def test_global_random_state_is_the_same_at_the_start_of_every_test(toy):
+    next_test()
+    reseed()
+    first = toy.draw()
+    np.random.random()  # the test's own draws do not move the solution's generator
+    next_test()
+    reseed()
+    assert toy.draw() == first
 
 
-def test_several_outputs_and_partial_gradients(torch_impl):
-    import torch
-
-    x = torch.tensor([1.0, 2.0], requires_grad=True)
-    doubled, squares = torch_impl.two_outputs(x)
-    (doubled.sum() + squares).backward()
-    assert torch.allclose(x.grad, 2 + 2 * x.detach())
+def test_a_call_over_its_time_limit_fails_with_the_same_words(toy):
+    started = time.monotonic()
+    with pytest.raises(SubmissionError, match=r"toy.py timed out after 2 s"):
+        toy.slow(30)
+    assert time.monotonic() - started < 10
 
 
-def test_a_detached_result_does_not_pretend_to_be_differentiable(torch_impl):
-    import torch
-
-    x = torch.tensor([1.0, 2.0], requires_grad=True)
-    assert not torch_impl.detached(x).requires_grad
+# ------------------------------------------------------------------ what only the sandbox faces
 
 
-def test_without_grad_tensors_come_back_as_tensors(torch_impl):
-    import torch
-
-    with torch.no_grad():
-        got = torch_impl.weighted_loss(torch.ones(2), torch.ones(2, dtype=torch.float64))
-    assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
+def sandboxed(tmp_path: Path, solution: str, **kwargs):
+    problem = make_problem(tmp_path, solution, **kwargs)
+    return load_implementation(problem, f"sandbox:{tmp_path / 'toy.py'}")
 
 
-def test_a_toy_model_is_rebuilt_with_its_weights(torch_impl):
-    import torch
-
-    from problems.support.toy_models import CounterLM
-
-    model = CounterLM(vocab=5, margin=3.0)
-    with torch.no_grad():
-        model.table[0, 0] = -7.0  # weights changed after construction travel too
-    ids = torch.tensor([[0, 1, 4]])
-    got = torch_impl.run_model(model, ids)
-    assert got.count == 3
-    assert torch.equal(got.ids, model(ids).detach())
+def call_fails(impl, match: str, *args) -> float:
+    started = time.monotonic()
+    with pytest.raises(SubmissionError, match=match):
+        impl.scale(*args)
+    impl.close()
+    return time.monotonic() - started
 
 
-def test_other_modules_are_refused_with_a_reason(torch_impl):
-    import torch
-
-    with pytest.raises(SubmissionError, match="cannot be sent to the sandbox"):
-        torch_impl.run_model(torch.nn.Linear(2, 2), torch.ones(1, 2))
-
-
-def test_a_generator_crosses_and_comes_back_advanced(torch_impl):
-    import torch
-
-    generator, local = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
-    assert torch.equal(torch_impl.draw(4, generator=generator), torch.rand(4, generator=local))
-    # The test's generator continues where the child's stopped, as it would locally.
-    assert torch.equal(torch.rand(2, generator=generator), torch.rand(2, generator=local))
-
-
-def test_the_global_generator_is_shared_with_the_child(torch_impl):
-    import torch
-
-    with torch.random.fork_rng():
-        torch.manual_seed(11)
-        expected = torch.rand(4), torch.rand(2)
-        torch.manual_seed(11)
-        got = torch_impl.draw(4), torch.rand(2)
-    assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
+@pytest.mark.parametrize(
+    "body",
+    [
+        # Output as fast as it can, from threads too, and never answer.
+        "import threading\n"
+        "def spam():\n    while True:\n        print('x' * 10000, flush=True)\n"
+        "def scale(x):\n    for _ in range(4):\n        threading.Thread(target=spam).start()\n"
+        "    spam()\n",
+        # Ignore the signals a timeout might send, and keep busy.
+        "import signal\nfor s in (signal.SIGTERM, signal.SIGINT):\n    signal.signal(s, signal.SIG_IGN)\n"
+        "def scale(x):\n    while True:\n        pass\n",
+        # Answer a little at a time: a frame header, then nothing.
+        "import os\ndef scale(x):\n    for fd in range(3, 12):\n        try:\n"
+        "            os.write(fd, b'\\x00\\x00\\x10')\n        except OSError:\n            pass\n"
+        "    import time\n    time.sleep(60)\n",
+    ],
+    ids=["flood", "ignore-signals", "trickle"],
+)
+def test_a_child_is_timed_out_at_its_limit_whatever_it_does(tmp_path, body):
+    impl = sandboxed(tmp_path, body, time_limit=1)
+    assert call_fails(impl, "timed out after 1 s", [1.0]) < 5
 
 
-# ------------------------------------------------------------------ models, optimizers, callbacks
+FORGE = """
+import os, json, struct
 
-TRAINING_SOLUTION = """
-import os
-import time
+def _frame(message):
+    body = json.dumps(message).encode()
+    return struct.pack(">I", len(body)) + body
 
-import torch
-
-from grader.sandbox.protocol import write_frame
-
-def train(model, optimizer, steps, scheduler=None):
-    for _ in range(steps):
-        optimizer.zero_grad()
-        (model.table ** 2).sum().backward()
-        optimizer.step()
-        if scheduler is not None:
-            scheduler.step()
-    return steps
-
-def doubled_sum(model):
-    return model.table.sum() * 2
-
-def score(reward_fn, ids, answers):
-    return reward_fn(ids, answers)
-
-def score_safely(reward_fn):
-    try:
-        return reward_fn(torch.ones(2), ["a", "b"])
-    except ValueError as exc:
-        return "caught: " + str(exc)
-
-def keep(reward_fn):
-    global KEPT
-    KEPT = reward_fn
-
-def call_kept():
-    return KEPT(torch.ones(1), ["a"])
-
-def flood(reward_fn):
-    while True:
-        reward_fn(torch.ones(1), ["a"])
-
-def _protocol_out():
-    for fd in range(3, 32):
+def scale(x):
+    for fd in range(3, 12):
         try:
-            if os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:") and os.get_blocking(fd):
-                import fcntl
-                if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:
-                    return fd
+            os.write(fd, {payload})
         except OSError:
-            continue
-
-def garbage_callback(kind):
-    frames = {
-        "unhashable id": {"callback": [0], "args": [], "kwargs": {}},
-        "bad value": {"callback": 0, "args": [{"__t": "ndarray", "dtype": "object"}],
-                      "kwargs": {}},
-        "args not a list": {"callback": 0, "args": "text", "kwargs": {}},
-    }
-    write_frame(_protocol_out(), frames[kind])
-    time.sleep(30)
-
-def sees_reference():
-    try:
-        import reference.gpt  # noqa: F401
-    except ImportError:
-        return False
-    return True
+            pass
+    import time
+    time.sleep(60)
 """
 
 
-def _training(root):
-    pytest.importorskip("torch")
-    names = ["train", "doubled_sum", "score", "score_safely", "keep", "call_kept", "flood",
-             "garbage_callback", "sees_reference"]  # fmt: skip
-    problem = make_problem(root, "python", names)
-    (root / "toy.py").write_text(TRAINING_SOLUTION)
-    return load_sandboxed(problem, str(root / "toy.py"))
+@pytest.mark.parametrize(
+    "payload, match",
+    [
+        ("b'\\x00\\x00\\x00\\x05junk!'", "sent malformed data"),
+        ("_frame({'id': 1, 'value': 1.0})", "answered out of turn"),
+        ("_frame({'id': 1, 'value': {'__t': 'pickle'}})", "answered out of turn|cannot be graded"),
+        ("b'\\xff\\xff\\xff\\xff'", "sent malformed data"),
+    ],
+    ids=["garbage", "forged-id", "forged-object", "huge-length"],
+)
+def test_forged_frames_fail_the_submission_not_the_grader(tmp_path, payload, match):
+    impl = sandboxed(tmp_path, FORGE.replace("{payload}", payload))
+    call_fails(impl, match, [1.0])
 
 
-@pytest.fixture(scope="module")
-def training_impl(tmp_path_factory):
-    return _training(tmp_path_factory.mktemp("training"))
+def test_a_tiny_reply_cannot_make_the_grader_allocate(tmp_path):
+    impl = sandboxed(tmp_path, "import numpy as np\ndef scale(x):\n    return np.zeros((2**28, 0))\n")
+    call_fails(impl, "cannot be graded", [1.0])
 
 
-def _toy_training(optimizer_class, steps: int, schedule=None, **options):
-    """A ConstantLM with an optimizer (and LambdaLR), and a copy trained here as expected."""
-    import torch
+def test_all_replies_together_are_capped(tmp_path, monkeypatch):
+    from grader import loader
 
-    from problems.support.toy_models import ConstantLM
-
-    models = [ConstantLM([0.1, 0.2, 0.3, 0.4]) for _ in range(2)]
-    optimizers = [optimizer_class(m.parameters(), **options) for m in models]
-    schedulers = [torch.optim.lr_scheduler.LambdaLR(o, schedule) if schedule else None
-                  for o in optimizers]  # fmt: skip
-    model, optimizer, scheduler = models[1], optimizers[1], schedulers[1]
-    for _ in range(steps):
-        optimizer.zero_grad()
-        (model.table**2).sum().backward()
-        optimizer.step()
-        if scheduler is not None:
-            scheduler.step()
-    return (models[0], optimizers[0], schedulers[0]), (model, optimizer, scheduler)
+    monkeypatch.setattr(loader, "MAX_TOTAL_ELEMENTS", 2500)
+    impl = sandboxed(tmp_path, "import numpy as np\ndef scale(x):\n    return np.zeros(1000)\n")
+    impl.scale([1.0])
+    impl.scale([1.0])
+    call_fails(impl, "cannot be graded", [1.0])
 
 
-def test_the_childs_optimizer_steps_train_the_tests_model(training_impl):
-    import torch
-
-    (model, optimizer, _), (local, local_optimizer, _) = _toy_training(torch.optim.AdamW, 3,
-                                                                      lr=0.1)  # fmt: skip
-    param = model.table
-    assert training_impl.train(model, optimizer, 3) == 3
-    assert model.table is param, "the test's parameter keeps its identity"
-    torch.testing.assert_close(model.table.detach(), local.table.detach())
-    state, expected = optimizer.state[param], local_optimizer.state[local.table]
-    assert int(state["step"]) == 3
-    torch.testing.assert_close(state["exp_avg_sq"], expected["exp_avg_sq"])
-
-
-def test_a_lambda_schedule_steps_through_the_tests_own_lambda(training_impl):
-    import torch
-
-    halves = []
-
-    def schedule(step):
-        halves.append(step)
-        return 0.5**step
-
-    (model, optimizer, scheduler), (local, _, local_scheduler) = _toy_training(
-        torch.optim.SGD, 2, schedule, lr=1.0, momentum=0.9
-    )
-    halves.clear()
-    training_impl.train(model, optimizer, 2, scheduler)
-    assert halves == [1, 2], "the lambda ran here, once per step"
-    assert scheduler.last_epoch == 2 and optimizer.param_groups[0]["lr"] == 0.25
-    assert scheduler.get_last_lr() == local_scheduler.get_last_lr()
-    torch.testing.assert_close(model.table.detach(), local.table.detach())
+@pytest.mark.parametrize(
+    "body, match",
+    [
+        ("import os\ndef scale(x):\n    print('bye')\n    os._exit(3)\n", "(?s)exited with status 3.*bye"),
+        ("import os, signal\ndef scale(x):\n    os.kill(os.getpid(), signal.SIGSEGV)\n",
+         "killed by SIGSEGV"),
+        ("def scale(x):\n    return bytearray(3 * 1024**3)\n", "ran out of memory"),
+        ("raise SystemExit(0)\ndef scale(x):\n    return x\n", "never exit"),
+        ("import time\ntime.sleep(60)\ndef scale(x):\n    return x\n", "timed out while being imported"),
+    ],
+    ids=["exit", "segfault", "memory", "exit-at-import", "slow-import"],
+)
+def test_crashes_are_explained(tmp_path, body, match):
+    impl = sandboxed(tmp_path, body, time_limit=2)
+    call_fails(impl, match, [1.0])
 
 
-def test_gradients_flow_back_to_the_parameters_of_a_model(training_impl):
-    import torch
-
-    from problems.support.toy_models import ConstantLM
-
-    model = ConstantLM([0.5, 0.25, 0.25])
-    training_impl.doubled_sum(model).backward()
-    torch.testing.assert_close(model.table.grad, torch.full((3,), 2.0))
-    (grad,) = torch.autograd.grad(training_impl.doubled_sum(model), model.table)
-    torch.testing.assert_close(grad, torch.full((3,), 2.0))
-
-
-def test_the_tests_functions_run_here_on_plain_data(training_impl):
-    import torch
-
-    seen = []
-
-    def reward(ids, answers):
-        seen.append((ids, answers))
-        return [float(len(a)) for a in answers]
-
-    assert training_impl.score(reward, torch.arange(3), ["ab", "c"]) == [2.0, 1.0]
-    (ids, answers), = seen  # fmt: skip
-    assert isinstance(ids, torch.Tensor) and ids.tolist() == [0, 1, 2] and answers == ["ab", "c"]
-
-
-def test_a_tests_function_raises_in_the_students_code(training_impl):
-    def refuses(ids, answers):
-        raise ValueError("wrong answers")
-
-    assert training_impl.score_safely(refuses) == "caught: ValueError: wrong answers"
-
-
-def test_a_function_of_an_earlier_call_is_no_longer_callable(training_impl):
-    training_impl.keep(lambda ids, answers: [1.0])
-    with pytest.raises(LookupError, match="earlier call"):
-        training_impl.call_kept()
-
-
-@pytest.mark.parametrize("kind", ["unhashable id", "bad value", "args not a list"])
-def test_garbage_callback_frames_end_the_child_not_the_grader(tmp_path, kind):
-    impl = _training(tmp_path)
-    with pytest.raises(SubmissionError, match="sent malformed data"):
-        impl.garbage_callback(kind)
-    with pytest.raises(SubmissionError, match="sent malformed data"):  # and it stays failed
-        impl.score(lambda ids, answers: 7, [1], ["a"])
-
-
-def test_a_child_flooding_callbacks_is_killed_at_its_time_limit(tmp_path, monkeypatch):
-    pytest.importorskip("torch")
-    monkeypatch.setenv("GRPO_KIT_SANDBOX_LIMITS", '{"call_s": 2}')
-    impl = _training(tmp_path)
-    calls = []
-    with pytest.raises(SubmissionError, match="timed out after 2 s"):
-        impl.flood(lambda ids, answers: calls.append(1) or [0.0])
-    assert len(calls) > 10, "the test's function was answered until the clock ran out"
-
-
-def _bad_updates(torch) -> dict[str, tuple[list, list]]:
-    """What a tampered child might send back for a model (0), AdamW (1) and LambdaLR (2)."""
-    two = torch.zeros(4)
-    state = {"step": torch.tensor(1.0), "exp_avg": two, "exp_avg_sq": two}
-    return {
-        "parameter of another shape": ([[0, torch.zeros(3)]], []),
-        "parameter of another dtype": ([[0, two.double()]], []),
-        "negative index": ([[-1, two]], []),
-        "state of another shape": ([], [[1, {"state": [[0, state | {"exp_avg": torch.zeros(5)}]],
-                                              "groups": [{}]}]]),  # fmt: skip
-        "unknown state key": ([], [[1, {"state": [[0, state | {"evil": two}]], "groups": [{}]}]]),
-        "a model that changed": ([], [[0, {"state": [], "groups": [{}]}]]),
-        "scheduler counter of another type": ([], [[2, {"last_epoch": "1", "_step_count": 1,
-                                                       "_is_initial": False, "_last_lr": [0.1]}]]),
-    }  # fmt: skip
-
-
-@pytest.mark.parametrize("case", ["parameter of another shape", "parameter of another dtype",
-                                  "negative index", "state of another shape", "unknown state key",
-                                  "a model that changed", "scheduler counter of another type"])  # fmt: skip
-def test_changes_sent_back_are_checked_before_they_reach_the_tests_objects(case):
-    torch = pytest.importorskip("torch")
-    import itertools
-
-    from grader.sandbox.objects import CallObjects
-    from problems.support.toy_models import ConstantLM
-
-    model = ConstantLM([0.25] * 4)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-    table = CallObjects(itertools.count().__next__)
-    protocol.encode([model, optimizer, scheduler], table=table)
-    table.encode_table()
-    params, states = _bad_updates(torch)[case]
-    with pytest.raises(ValueError):
-        table.apply([[i, protocol.encode(v)] for i, v in params],
-                    [[i, protocol.encode(v)] for i, v in states])  # fmt: skip
-    assert torch.equal(model.table.detach(), torch.log(torch.full((4,), 0.25)))
-    assert not optimizer.state and scheduler.last_epoch == 0
-
-
-def test_kit_records_come_back_as_their_class_and_others_as_fields():
-    pytest.importorskip("torch")
-    from reference.grpo_config import GRPOConfig
-
-    got = protocol.decode(protocol.encode(GRPOConfig(beta=0.5)))
-    assert type(got) is GRPOConfig and got.beta == 0.5
-    with pytest.raises(protocol.ProtocolError, match="not a valid GRPOConfig"):
-        protocol.decode(protocol.encode(GRPOConfig()) | {"fields": [["beta", -1.0]]})
-    with pytest.raises(protocol.ProtocolError, match="no fields"):
-        protocol.decode({"__t": "record", "class": "GRPOConfig", "fields": [["evil", 1]]})
-    with pytest.raises(protocol.ProtocolError, match="not a record class"):
-        protocol.decode({"__t": "record", "class": "Popen", "fields": []})
-
-
-@pytest.mark.skipif(launch.bwrap_command() is None, reason="needs bubblewrap")
-def test_only_the_capstones_child_sees_reference_modules(training_impl):
-    assert training_impl.sees_reference() is False
-
-
-CAPSTONE_PROBE = """
-import importlib
-import os
-
-def probe(kit):
-    seen = sorted(os.listdir(os.path.join(kit, "reference")))
-    tests = os.path.exists(os.path.join(kit, "problems", "grpo_trainer"))
-    try:
-        importlib.import_module("reference.grpo_trainer")
-    except ImportError:
-        return seen, tests, False
-    return seen, tests, True
-"""
-
-
-@pytest.mark.skipif(launch.bwrap_command() is None, reason="needs bubblewrap")
-def test_the_capstones_child_sees_what_it_builds_on_not_its_answer(tmp_path):
-    from grader import kit_types
+@needs_bwrap
+def test_the_sandbox_shows_no_test_reference_or_other_file(tmp_path):
     from grader.problems import KIT_ROOT
 
-    problem = tmp_path / "grpo_trainer"  # the child is chosen by the problem's name
-    problem.mkdir()
-    (problem / "problem.toml").write_text('implement = ["probe"]\nruntime = "python"\n')
-    (tmp_path / "grpo_trainer.py").write_text(CAPSTONE_PROBE)
-    impl = load_sandboxed(problem, str(tmp_path / "grpo_trainer.py"))
-    seen, tests, answer = impl.probe(str(KIT_ROOT))
-    assert seen == sorted(f"{name}.py" for name in kit_types.SANDBOX_REFERENCE["grpo_trainer"])
-    assert "grpo_trainer.py" not in seen and not tests and not answer
+    body = f"""
+import os
+def scale(x):
+    found = []
+    for path in ["{KIT_ROOT}/reference/grpo_objective.py", "{KIT_ROOT}/problems/grpo_objective",
+                 "{tmp_path}", "{KIT_ROOT}/README.md", "/etc/passwd"]:
+        found.append(os.path.exists(path))
+    return found
+"""
+    impl = sandboxed(tmp_path, body)
+    assert impl.scale(1) == [False, False, False, False, False]
+    impl.close()
+
+
+@needs_bwrap
+def test_students_cannot_reach_each_other(tmp_path):
+    """Two students of one fork server: distinct uids, neither can signal the other."""
+    body = """
+import os, signal
+def scale(x):
+    if x == "whoami":
+        return [os.getuid(), os.getpid()]
+    try:
+        os.kill(int(x), signal.SIGKILL)
+        return "killed"
+    except OSError as exc:
+        return type(exc).__name__
+"""
+    first = sandboxed(tmp_path / "a", body)
+    second = sandboxed(tmp_path / "b", body)
+    uid_a, pid_a = first.scale("whoami")
+    uid_b, _ = second.scale("whoami")
+    server = forkserver.SERVERS.shared.get(next(iter(forkserver.SERVERS.shared), None))
+    if server is None or not server.own_uids:
+        pytest.skip("this grader cannot give students uids of their own (not root)")
+    assert uid_a != uid_b and uid_a >= forkserver.SANDBOX_UID_BASE
+    assert second.scale(str(pid_a)) == "PermissionError"
+    assert first.scale("whoami")[0] == uid_a, "the first student must still be alive"
+    first.close()
+    second.close()
+
+
+@needs_bwrap
+def test_no_process_of_a_student_outlives_its_problem(tmp_path):
+    body = """
+import os, time
+def scale(x):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(600)
+        os._exit(0)
+    return os.getuid()
+"""
+    impl = sandboxed(tmp_path, body)
+    uid = impl.scale(1)
+    impl.close()
+    time.sleep(0.2)
+    alive = [p for p in os.listdir("/proc") if p.isdigit() and _uid_of(p) == uid]
+    assert not alive, f"processes of uid {uid} survived: {alive}"
+
+
+def _uid_of(pid: str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+@needs_bwrap
+def test_a_fork_bomb_meets_the_process_limit(tmp_path):
+    body = """
+import os, time
+def scale(x):
+    for made in range(1000):
+        try:
+            if os.fork() == 0:
+                time.sleep(30)
+                os._exit(0)
+        except OSError:
+            return made
+    return 1000
+"""
+    impl = sandboxed(tmp_path, body)
+    made = impl.scale(1)
+    impl.close()
+    assert made < limits.SandboxLimits.nproc + 2
 
 
 # ------------------------------------------------------------------ the grader's own failures
@@ -581,42 +498,32 @@ def test_the_capstones_child_sees_what_it_builds_on_not_its_answer(tmp_path):
 
 @pytest.mark.parametrize("how", ["start-up timeout", "no interpreter"])
 def test_a_sandbox_that_does_not_start_is_the_graders_failure(tmp_path, monkeypatch, how):
-    problem = make_problem(tmp_path, "pyodide", ["scale"])
-    (tmp_path / "toy.py").write_text(NUMPY_SOLUTION)
+    forkserver.SERVERS.close_all()
     if how == "start-up timeout":
-        monkeypatch.setattr(launch, "STARTUP_GRACE_S", 0.0)
+        monkeypatch.setattr(forkserver, "STARTUP_GRACE_S", 0.0)
     else:
-        monkeypatch.setattr(launch.sys, "executable", str(tmp_path / "no-such-python"))
-    impl = load_sandboxed(problem, str(tmp_path / "toy.py"))
-    for _ in range(2):  # and it stays so for the problem's later calls
-        with pytest.raises(SandboxUnavailable, match="could not be graded: the sandbox"):
-            impl.scale([1.0])
-
-
-def test_the_trusted_side_reseeds_global_generators_before_each_test():
-    torch = pytest.importorskip("torch")
-    state = np.random.get_state()
-    try:
-        with torch.random.fork_rng():
-            draws = []
-            for seed in (1, 2):  # what the previous student's call left behind
-                torch.manual_seed(seed)
-                np.random.seed(seed)
-                batch_plugin.pytest_runtest_setup(type("Item", (), {"nodeid": "x"}))
-                draws.append((torch.rand(3), np.random.rand(3)))
-            assert torch.equal(draws[0][0], draws[1][0])
-            assert np.array_equal(draws[0][1], draws[1][1])
-    finally:
-        np.random.set_state(state)
+        monkeypatch.setattr(forkserver.sys, "executable", str(tmp_path / "no-such-python"))
+    impl = sandboxed(tmp_path, TOY)
+    with pytest.raises(GraderError, match="sandbox"):
+        impl.scale([1.0])
+    impl.close()
+    forkserver.SERVERS.close_all()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_the_process_limit_counts_what_the_kernel_counts():
     # Under a setuid bwrap (same user namespace) the kernel counts the uid's processes outside
-    # the child's PID namespace too: the count the trusted side took there must be used.
+    # the sandbox's PID namespace too: the count the grader took there must be used.
     userns = os.stat("/proc/self/ns/user").st_ino
-    assert child._processes_already_counted({"userns": userns, "processes": 10_000}) == 10_000
-    # In a user namespace of its own the kernel counts only those the child can see.
-    own = child._processes_already_counted(None)
+    assert limits._already_counted({"userns": userns, "count": 10_000}) == 10_000
+    # In a user namespace of its own the kernel counts only those the process can see.
+    own = limits._already_counted(None)
     assert 1 <= own < 10_000
-    assert child._processes_already_counted({"userns": userns + 1, "processes": 10_000}) == own
+    assert limits._already_counted({"userns": userns + 1, "count": 10_000}) == own
+
+
+def test_signals_are_named_in_crash_messages():
+    from grader.sandbox.submission import _ending
+
+    assert "SIGSEGV" in _ending({"signal": int(signal.SIGSEGV)}, "x.py", limits.SandboxLimits())
+    assert "memory limit of 1024 MiB" in _ending({"signal": 9}, "x.py", limits.SandboxLimits())

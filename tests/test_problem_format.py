@@ -1,12 +1,14 @@
-"""The problem format: metadata validation, the loader seam and the mistake catalogue."""
+"""The problem format: metadata validation, points, the loader seam and the mistake catalogue."""
 
+import ast
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from grader.loader import ImplementationSpecError, Unavailable, load_implementation
-from grader.mistakes import MistakeSpecError, load_catalogue, load_mistake
+from grader.errors import SubmissionError
+from grader.loader import ImplementationSpecError, load_implementation
+from grader.mistakes import MistakeSpecError, load_catalogue
 from grader.problems import ProblemSpecError, all_problems, load_problem
 
 GOOD_META = """
@@ -45,12 +47,16 @@ def test_every_shipped_problem_is_well_formed():
         assert problem.statement.read_text().startswith("# ")
 
 
-def test_stub_and_reference_define_the_same_public_names():
+def _functions(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
+def test_stub_and_reference_define_every_name_to_implement():
     for problem in all_problems():
-        for spec in ("starter", "reference"):
-            impl = load_implementation(problem.dir, spec)
-            for name in problem.implement:
-                assert not isinstance(getattr(impl, name), Unavailable), (problem.slug, spec)
+        for path in (problem.stub, problem.reference):
+            missing = set(problem.implement) - _functions(path)
+            assert not missing, f"{path} lacks {sorted(missing)}"
 
 
 @pytest.mark.parametrize(
@@ -62,8 +68,12 @@ def test_stub_and_reference_define_the_same_public_names():
         (lambda m: m.replace('implement = ["double"]', "implement = []"), "'implement' must"),
         (lambda m: m + "colour = 'red'\n", "unknown keys"),
         (lambda m: m + "title = [\n", "invalid TOML"),
+        (lambda m: m + "input_checks = 3\n", "'input_checks' has the wrong type"),
+        (lambda m: m + "builds_on = [1]\n", "'builds_on' must list names"),
+        (lambda m: m + "[points]\ntest_a = -1\n", "must be a number >= 0"),
     ],
-    ids=["runtime", "missing-key", "wrong-type", "empty-implement", "unknown-key", "bad-toml"],
+    ids=["runtime", "missing-key", "wrong-type", "empty-implement", "unknown-key", "bad-toml",
+         "input-checks", "builds-on", "negative-points"],
 )
 def test_malformed_metadata_is_rejected_with_the_file_at_fault(kit, edit, message):
     meta = kit / "problems" / "toy" / "problem.toml"
@@ -77,6 +87,15 @@ def test_problem_without_tests_is_rejected(kit):
     (kit / "problems" / "toy" / "test_toy.py").unlink()
     with pytest.raises(ProblemSpecError, match="no test_"):
         load_problem(kit / "problems" / "toy")
+
+
+def test_a_test_functions_cases_share_its_points(kit):
+    meta = kit / "problems" / "toy" / "problem.toml"
+    meta.write_text(GOOD_META + 'input_checks = ["test_*_raises_*"]\n[points]\ntest_b = 3\n')
+    problem = load_problem(meta.parent)
+    points = problem.test_points(["test_a", "test_b[1]", "test_b[2]", "test_c_raises_x[2-3]"])
+    assert points == {"test_a": 1.0, "test_b[1]": 1.5, "test_b[2]": 1.5, "test_c_raises_x[2-3]": 1.0}
+    assert problem.is_input_check("test_c_raises_x") and not problem.is_input_check("test_a")
 
 
 def test_loader_gives_starter_reference_and_any_file(kit, tmp_path):
@@ -93,19 +112,36 @@ def test_loader_turns_a_broken_file_into_failing_functions(kit, tmp_path):
     broken = tmp_path / "broken.py"
     broken.write_text("def double(x)\n    return x\n")
     impl = load_implementation(problem, str(broken))
-    with pytest.raises(NotImplementedError, match="syntax error on line 1"):
+    with pytest.raises(SubmissionError, match="syntax error on line 1"):
         impl.double(1)
     exits = tmp_path / "exits.py"
     exits.write_text("import sys\nsys.exit(0)\n")
-    with pytest.raises(NotImplementedError, match="SystemExit"):
+    with pytest.raises(SubmissionError, match="SystemExit while being imported"):
         load_implementation(problem, str(exits)).double(1)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"def double(x):\n    return '\xe9'\n", "is not UTF-8 text"),
+        (b"from reference.toy import double\n", "imports reference.toy"),
+        (b"import grader.loader\ndef double(x):\n    return 2 * x\n", "imports grader.loader"),
+        (b"   \n", "is empty"),
+    ],
+    ids=["not-utf8", "imports-reference", "imports-grader", "empty"],
+)
+def test_a_local_run_refuses_what_the_grader_refuses_with_its_words(kit, tmp_path, content, message):
+    path = tmp_path / "toy.py"
+    path.write_bytes(content)
+    with pytest.raises(SubmissionError, match=message):
+        load_implementation(kit / "problems" / "toy", str(path)).double(1)
 
 
 def test_loader_reports_a_missing_name(kit, tmp_path):
     renamed = tmp_path / "renamed.py"
     renamed.write_text("def twice(x):\n    return 2 * x\n")
     impl = load_implementation(kit / "problems" / "toy", str(renamed))
-    with pytest.raises(NotImplementedError, match="defines no 'double'"):
+    with pytest.raises(SubmissionError, match="defines no 'double'"):
         impl.double(1)
 
 
@@ -131,7 +167,7 @@ def test_mistake_is_an_edit_of_the_reference(kit):
         """,
     )
     assert [m.id for m in load_catalogue(problem)] == ["triples"]
-    assert load_mistake(problem, "triples").double(2) == 6
+    assert load_implementation(problem, "mistake:triples").double(2) == 6
 
 
 @pytest.mark.parametrize(

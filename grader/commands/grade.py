@@ -96,13 +96,13 @@ def run(args: argparse.Namespace) -> int:
     from grader.batch import BatchOptions, grade_all, parse_shard, shard
     from grader.problems import ProblemSpecError, UnknownProblemError
     from grader.reports import finished_students, write_gradebook, write_student
-    from grader.sandbox.launch import sandbox_mode, sandbox_warning
+    from grader.sandbox.bwrap import sandbox_mode, sandbox_warning
     from grader.submissions import find_submissions
 
     try:
         problems = _problems(args.problems)
         k, n = parse_shard(args.shard)
-        everyone, warnings = find_submissions(args.submissions, [p.slug for p in problems])
+        everyone, warnings = find_submissions(args.submissions, problems)
     except (ValueError, UnknownProblemError, ProblemSpecError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -29,11 +29,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="one weight per reward function (gsm8k: format, correctness)")  # fmt: skip
     parser.add_argument("--output-dir", default="runs/grpo", help="metrics, plots, checkpoint")
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoint there")
-    parser.add_argument("--device", default=None, help="cpu, cuda, mps (default: the best there is)")
+    parser.add_argument(
+        "--device", default=None, help="cpu, cuda, mps (default: the best there is)"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    group = parser.add_argument_group("GRPOConfig options (TRL's names; see reference/grpo_config.py)")
+    group = parser.add_argument_group(
+        "GRPOConfig options (TRL's names; see reference/grpo_config.py)"
+    )
     for name, kind in FLAGS.items():
-        group.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, metavar=kind.__name__.upper())
+        group.add_argument(
+            f"--{name.replace('_', '-')}", type=kind, default=None, metavar=kind.__name__.upper()
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         task, policy, reward_funcs, defaults = build_task(args, options)
         config = GRPOConfig(seed=args.seed, output_dir=args.output_dir, **{**defaults, **options})
-        trainer = Trainer(config, task, policy=policy, reward_funcs=reward_funcs, device=args.device)
+        trainer = Trainer(
+            config, task, policy=policy, reward_funcs=reward_funcs, device=args.device
+        )
         if trainer.rank == 0:
             print(f"task {args.task}: {trainer.policy.num_parameters():,} parameters on "
                   f"{trainer.device}, {config.max_steps} steps of {config.prompts_per_step} "

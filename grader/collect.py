@@ -1,0 +1,154 @@
+"""The one pytest plugin that records each test's verdict, wherever the tests run.
+
+The browser's worker (``grader/webrun.py``) adds a `Collector` to an in-process ``pytest.main``;
+the local checker (``grader/runner.py``) and the batch grader (``grader/batch.py``) start pytest
+with ``-p grader.collect --collect-file PATH`` and read PATH when it ends. Per test it keeps
+what a learner or an instructor needs: the outcome, a one-line message, the type of the
+exception that failed it (so a grader failure is recognised by its type, never by the wording
+of a message), the frames of the learner's own file, and what the code printed.
+
+Standard library and pytest only, so that it also runs in Pyodide.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+# What one test's printed output may send on: a print in a long loop can produce megabytes.
+OUTPUT_LIMIT = 20_000
+
+
+def capped(text: str, limit: int = OUTPUT_LIMIT) -> tuple[str, int]:
+    """The first `limit` characters of `text` and how many were cut."""
+    return text[:limit], max(0, len(text) - limit)
+
+
+def _short_message(exc: BaseException) -> str:
+    text = str(exc)
+    if isinstance(exc, AssertionError):
+        return text or "assertion failed"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _type_name(exc: BaseException) -> str:
+    kind = type(exc)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def learner_frames(tb, learner_file: str, source_lines: list[str]) -> list[dict]:
+    """The traceback frames that are in the learner's file, with the editor's line numbers.
+
+    `source_lines` is the file as this run loaded it: linecache could hold an earlier edit
+    saved under the same name.
+    """
+    frames = []
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if os.path.abspath(code.co_filename) == learner_file:
+            number = tb.tb_lineno
+            line = source_lines[number - 1].strip() if 0 < number <= len(source_lines) else ""
+            frames.append({"line": number, "function": code.co_name, "code": line})
+        tb = tb.tb_next
+    return frames
+
+
+class Collector:
+    """A pytest plugin that keeps, per test, what the learner needs to see."""
+
+    def __init__(self, learner_file: str | None = None):
+        self.learner_file = os.path.abspath(learner_file) if learner_file else None
+        self.learner_lines = (
+            Path(learner_file).read_text(encoding="utf-8", errors="replace").splitlines()
+            if learner_file
+            else []
+        )
+        self.tests: dict[str, dict] = {}
+        self.errors: list[str] = []
+
+    def pytest_configure(self, config):
+        # pytest formats a report for every failure even with no terminal to show it; the
+        # collector's report replaces it, so keep pytest's as cheap as can be.
+        config.option.tbstyle = "no"
+
+    def pytest_collection_modifyitems(self, items):
+        for item in items:  # every collected test, in order, even if a Stop ends the run early
+            callspec = getattr(item, "callspec", None)
+            self.tests[item.nodeid] = {
+                "id": item.nodeid,
+                "name": item.name,
+                "function": item.originalname,
+                "impl": callspec.params.get("impl") if callspec else None,
+                "outcome": "notrun",
+                "message": "",
+                "error_type": None,
+                "traceback": [],
+                "stdout": "",
+                "stdout_cut": 0,  # characters of output left out (OUTPUT_LIMIT)
+                "duration": 0.0,
+            }
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        report = yield
+        if call.excinfo is not None and report.failed:
+            entry = self.tests[item.nodeid]
+            # The first failure explains the test; a later teardown error would only add noise.
+            if not entry["message"]:
+                entry["message"] = _short_message(call.excinfo.value)
+                entry["error_type"] = _type_name(call.excinfo.value)
+                if self.learner_file:
+                    entry["traceback"] = learner_frames(
+                        call.excinfo.tb, self.learner_file, self.learner_lines
+                    )
+        return report
+
+    def pytest_runtest_logreport(self, report):
+        entry = self.tests[report.nodeid]
+        entry["duration"] += report.duration
+        if report.failed:
+            entry["outcome"] = "failed" if report.when == "call" else "error"
+        elif report.skipped:
+            entry["outcome"] = "skipped"
+            entry["message"] = str(report.longrepr[-1]) if report.longrepr else ""
+        elif report.when == "call":
+            entry["outcome"] = "passed"
+        if report.when == "teardown":
+            # By teardown the report holds what was printed in every phase of the test.
+            entry["stdout"], entry["stdout_cut"] = capped(report.capstdout + report.capstderr)
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.errors.append(f"{report.nodeid}: {report.longreprtext}")
+
+
+# ---------------------------------------------------------------- as a -p plugin
+
+
+def pytest_addoption(parser):
+    parser.addoption("--collect-file", metavar="PATH",
+                     help="write each test's verdict to PATH as JSON")  # fmt: skip
+
+
+def pytest_configure(config):
+    if config.getoption("--collect-file"):
+        config._grpo_collector = Collector()
+        config.pluginmanager.register(config._grpo_collector, "grpo-collector")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    collector = getattr(session.config, "_grpo_collector", None)
+    if collector is not None:
+        collector.exit_code = int(exitstatus)
+
+
+def pytest_unconfigure(config):
+    collector = getattr(config, "_grpo_collector", None)
+    if collector is not None:
+        path = Path(config.getoption("--collect-file"))
+        body = {"exit_code": getattr(collector, "exit_code", None),
+                "tests": list(collector.tests.values()), "errors": collector.errors}  # fmt: skip
+        path.write_text(json.dumps(body), encoding="utf-8")

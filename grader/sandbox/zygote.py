@@ -1,0 +1,205 @@
+"""The fork server: a warm interpreter in the sandbox that forks a fresh process per student.
+
+Started by the grader (``forkserver.py``) as ``python -I -m grader.sandbox.zygote CONFIG``,
+under bubblewrap when it is available, with a control socket (Unix, SOCK_SEQPACKET) whose
+descriptor number CONFIG gives. It imports numpy, and torch for torch problems, once; says it
+is ready; then answers the grader's requests one at a time:
+
+    fork   a new process for one student's problem, given its three pipes (as descriptors)
+           and its limits. When this server may switch uids (it runs as root), the process
+           becomes a uid of its own, so it can neither signal nor trace anyone else, and its
+           process limit counts its own processes only.
+    end    kill every process of that student (its uid's, or its process group's), reap it,
+           remove its folder, and say how it ended
+
+Student code never runs in this process: only in the forked children, after they have left
+this process's session, closed the control socket, dropped privileges and set their limits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+import time
+
+from grader.sandbox import child, limits
+
+PR_SET_PDEATHSIG = 1
+MAX_FDS = 3
+KILL_ROUNDS = 100
+
+
+def _preimport(torch: bool) -> None:
+    """What every student's process needs, loaded once here and shared by all of them."""
+    import numpy  # noqa: F401
+
+    for name in ("array_api_compat", "array_api_compat.numpy"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    if torch:
+        import torch as torch_module
+
+        torch_module.set_num_threads(1)
+        importlib.import_module("torch.optim")
+        with contextlib.suppress(ImportError):
+            importlib.import_module("array_api_compat.torch")
+
+
+def _can_switch_uid(uid: int) -> bool:
+    """Whether a forked process can become `uid` (root only; checked, not assumed)."""
+    if os.getuid() != 0:
+        return False
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os._exit(0)
+        except BaseException:  # noqa: BLE001 - any failure means no
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def _home(uid: int | None, number: int) -> str:
+    """A fresh folder of the student's own under /tmp (which only this server may write)."""
+    path = f"/tmp/s{number}"
+    shutil.rmtree(path, ignore_errors=True)
+    os.mkdir(path, 0o700)
+    if uid is not None:
+        os.chown(path, uid, uid)
+    return path
+
+
+def _become_student(request: dict, fds: list[int], control: socket.socket,
+                    own_uid: bool, home: str) -> None:  # fmt: skip
+    """In the forked process: leave everything of the server behind, then serve."""
+    requests_fd, replies_fd, output_fd = fds
+    control.close()
+    os.setsid()  # a process group of its own, which `end` kills as a whole
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(output_fd, 1)  # prints go to the output pipe, which the grader drains
+    os.dup2(output_fd, 2)
+    os.chdir(home)
+    os.environ.update(HOME=home, TMPDIR=home)
+    if own_uid:
+        uid = int(request["uid"])
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    limits.apply(request["limits"], own_uid=own_uid, host=request.get("host"))
+    child.serve(requests_fd, replies_fd)
+
+
+def _alive(pid: str) -> bool:
+    """Not a zombie (a killed process stays in /proc until its parent reaps it)."""
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+
+
+def _kill_uid(uid: int) -> None:
+    """SIGKILL every live process of `uid` this server can see, until none is left."""
+    for _ in range(KILL_ROUNDS):
+        found = False
+        for entry in os.listdir("/proc"):
+            try:
+                if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == uid and _alive(entry):
+                    os.kill(int(entry), signal.SIGKILL)
+                    found = True
+            except OSError:
+                continue
+        if not found:
+            return
+        time.sleep(0.005)
+
+
+def _ending(status: int) -> dict:
+    if os.WIFSIGNALED(status):
+        return {"signal": os.WTERMSIG(status)}
+    return {"exited": os.waitstatus_to_exitcode(status)}
+
+
+class Server:
+    def __init__(self, control: socket.socket, own_uids: bool):
+        self.control, self.own_uids = control, own_uids
+        self.children: dict[int, tuple[int | None, str]] = {}  # pid -> (uid, home)
+        self.forked = 0
+
+    def fork(self, request: dict, fds: list[int]) -> dict:
+        if len(fds) != MAX_FDS:
+            return {"error": f"fork needs {MAX_FDS} descriptors, got {len(fds)}"}
+        self.forked += 1
+        uid = int(request["uid"]) if self.own_uids else None
+        home = _home(uid, self.forked)
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _become_student(request, fds, self.control, self.own_uids, home)
+            except BaseException:  # noqa: BLE001 - a child must never return into the server
+                code = 70
+            os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        self.children[pid] = (uid, home)
+        return {"pid": pid}
+
+    def end(self, request: dict) -> dict:
+        pid = request.get("pid")
+        if pid not in self.children:
+            return {"error": f"no student process {pid}"}
+        uid, home = self.children.pop(pid)
+        if uid is not None:
+            _kill_uid(uid)
+        else:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        shutil.rmtree(home, ignore_errors=True)
+        return _ending(status)
+
+    def serve(self) -> None:
+        while True:
+            try:
+                data, fds, _, _ = socket.recv_fds(self.control, 1 << 16, MAX_FDS)
+            except (ConnectionError, OSError):
+                return
+            if not data:
+                return  # the grader closed the socket: it is done or gone
+            try:
+                request = json.loads(data)
+                handler = {"fork": self.fork, "end": self.end}[request["op"]]
+                reply = handler(request, fds) if handler == self.fork else handler(request)
+            except Exception as exc:  # noqa: BLE001 - a bad request must not end the server
+                for fd in fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                reply = {"error": f"{type(exc).__name__}: {exc}"}
+            self.control.send(json.dumps(reply).encode())
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    control = socket.socket(fileno=int(config["control_fd"]))
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    _preimport(bool(config["torch"]))
+    own_uids = bool(config["switch_uids"]) and _can_switch_uid(int(config["probe_uid"]))
+    control.send(json.dumps({"ready": True, "own_uids": own_uids}).encode())
+    Server(control, own_uids).serve()
+
+
+if __name__ == "__main__":
+    main()
