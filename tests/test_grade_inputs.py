@@ -150,16 +150,18 @@ def corrupt_stream_zip(path: Path) -> None:
 
 def bomb_zip(path: Path) -> None:
     """A small zip that unpacks to a gigabyte, its header lying about the size."""
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        with archive.open(f"{SLUG}.py", "w", force_zip64=True) as member:
-            chunk = b"#" * (1 << 20)
-            for _ in range(1024):
-                member.write(chunk)
+    with (
+        zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive,
+        archive.open(f"{SLUG}.py", "w", force_zip64=True) as member,
+    ):
+        chunk = b"#" * (1 << 20)
+        for _ in range(1024):
+            member.write(chunk)
 
 
 def symlink_zip(path: Path) -> None:
     info = zipfile.ZipInfo(f"{SLUG}.py")
-    info.external_attr = (0o120777 << 16)  # a symbolic link to /etc/passwd
+    info.external_attr = 0o120777 << 16  # a symbolic link to /etc/passwd
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr(info, "/etc/passwd")
 
@@ -242,7 +244,9 @@ def test_collected_tests_belong_to_the_implementation_they_ran():
     assert [t["name"] for t in split[specs[0]]["p"]] == ["test_a[sandbox:/w/s1]"]
     assert [t["name"] for t in split[specs[1]]["p"]] == ["test_b[sandbox:/w/s10-(1, 2)]"]
     # With one student pytest adds no parameter: every test is that student's.
-    alone = split_collected({"tests": [_collected("problems/p/test_p.py::test_c", None)]}, specs[:1])
+    alone = split_collected(
+        {"tests": [_collected("problems/p/test_p.py::test_c", None)]}, specs[:1]
+    )
     assert [t["name"] for t in alone[specs[0]]["p"]] == ["test_c"]
 
 

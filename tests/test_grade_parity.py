@@ -92,7 +92,9 @@ def test_every_implementation_gets_the_same_verdicts_everywhere(problem, root):
         for spec, tests in local.items():
             other = found[place][spec]
             if set(other) != set(tests):
-                differences.append(f"{place} {spec}: ran other tests {sorted(set(other) ^ set(tests))}")
+                differences.append(
+                    f"{place} {spec}: ran other tests {sorted(set(other) ^ set(tests))}"
+                )
             elif _passed(other) != _passed(tests):
                 differences.append(
                     f"{place} {spec}: passes only there {sorted(_passed(other) - _passed(tests))}, "

@@ -369,7 +369,9 @@ def test_forged_frames_fail_the_submission_not_the_grader(tmp_path, payload, mat
 
 
 def test_a_tiny_reply_cannot_make_the_grader_allocate(tmp_path):
-    impl = sandboxed(tmp_path, "import numpy as np\ndef scale(x):\n    return np.zeros((2**28, 0))\n")
+    impl = sandboxed(
+        tmp_path, "import numpy as np\ndef scale(x):\n    return np.zeros((2**28, 0))\n"
+    )
     call_fails(impl, "cannot be graded", [1.0])
 
 
@@ -386,12 +388,20 @@ def test_all_replies_together_are_capped(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "body, match",
     [
-        ("import os\ndef scale(x):\n    print('bye')\n    os._exit(3)\n", "(?s)exited with status 3.*bye"),
-        ("import os, signal\ndef scale(x):\n    os.kill(os.getpid(), signal.SIGSEGV)\n",
-         "killed by SIGSEGV"),
+        (
+            "import os\ndef scale(x):\n    print('bye')\n    os._exit(3)\n",
+            "(?s)exited with status 3.*bye",
+        ),
+        (
+            "import os, signal\ndef scale(x):\n    os.kill(os.getpid(), signal.SIGSEGV)\n",
+            "killed by SIGSEGV",
+        ),
         ("def scale(x):\n    return bytearray(3 * 1024**3)\n", "ran out of memory"),
         ("raise SystemExit(0)\ndef scale(x):\n    return x\n", "never exit"),
-        ("import time\ntime.sleep(60)\ndef scale(x):\n    return x\n", "timed out while being imported"),
+        (
+            "import time\ntime.sleep(60)\ndef scale(x):\n    return x\n",
+            "timed out while being imported",
+        ),
     ],
     ids=["exit", "segfault", "memory", "exit-at-import", "slow-import"],
 )

@@ -72,8 +72,17 @@ def test_stub_and_reference_define_every_name_to_implement():
         (lambda m: m + "builds_on = [1]\n", "'builds_on' must list names"),
         (lambda m: m + "[points]\ntest_a = -1\n", "must be a number >= 0"),
     ],
-    ids=["runtime", "missing-key", "wrong-type", "empty-implement", "unknown-key", "bad-toml",
-         "input-checks", "builds-on", "negative-points"],
+    ids=[
+        "runtime",
+        "missing-key",
+        "wrong-type",
+        "empty-implement",
+        "unknown-key",
+        "bad-toml",
+        "input-checks",
+        "builds-on",
+        "negative-points",
+    ],
 )
 def test_malformed_metadata_is_rejected_with_the_file_at_fault(kit, edit, message):
     meta = kit / "problems" / "toy" / "problem.toml"
@@ -94,7 +103,12 @@ def test_a_test_functions_cases_share_its_points(kit):
     meta.write_text(GOOD_META + 'input_checks = ["test_*_raises_*"]\n[points]\ntest_b = 3\n')
     problem = load_problem(meta.parent)
     points = problem.test_points(["test_a", "test_b[1]", "test_b[2]", "test_c_raises_x[2-3]"])
-    assert points == {"test_a": 1.0, "test_b[1]": 1.5, "test_b[2]": 1.5, "test_c_raises_x[2-3]": 1.0}
+    assert points == {
+        "test_a": 1.0,
+        "test_b[1]": 1.5,
+        "test_b[2]": 1.5,
+        "test_c_raises_x[2-3]": 1.0,
+    }
     assert problem.is_input_check("test_c_raises_x") and not problem.is_input_check("test_a")
 
 
@@ -130,7 +144,9 @@ def test_loader_turns_a_broken_file_into_failing_functions(kit, tmp_path):
     ],
     ids=["not-utf8", "imports-reference", "imports-grader", "empty"],
 )
-def test_a_local_run_refuses_what_the_grader_refuses_with_its_words(kit, tmp_path, content, message):
+def test_a_local_run_refuses_what_the_grader_refuses_with_its_words(
+    kit, tmp_path, content, message
+):
     path = tmp_path / "toy.py"
     path.write_bytes(content)
     with pytest.raises(SubmissionError, match=message):
