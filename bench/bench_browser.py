@@ -81,7 +81,9 @@ def main() -> int:
     local = local_pytest_seconds(problem.slug, args.repeats)
     figures = {"cold": cold, "warm": warm, "repeat": statistics.median(repeats)}
 
-    print(f"problem {problem.slug}: reference solution; {args.loads} warm loads, {args.repeats} repeats")
+    print(
+        f"problem {problem.slug}: reference solution; {args.loads} warm loads, {args.repeats} repeats"
+    )
     print(f"{'measure':<36}{'seconds':>9}{'x local':>9}  target")
     for name, label in [
         ("cold", "page load -> first verdict, cold"),
@@ -89,7 +91,9 @@ def main() -> int:
         ("repeat", "Run again on a loaded page (median)"),
     ]:
         target = TARGETS_S.get(name)
-        verdict = "" if target is None else f"< {target} s {'ok' if figures[name] < target else 'MISSED'}"
+        verdict = (
+            "" if target is None else f"< {target} s {'ok' if figures[name] < target else 'MISSED'}"
+        )
         print(f"{label:<36}{figures[name]:>9.2f}{figures[name] / local:>9.1f}  {verdict}")
     print(f"{'local pytest run (median)':<36}{local:>9.2f}{1.0:>9.1f}")
     for name, phases in [("cold", cold_phases), ("warm", warm_phases)]:

@@ -6,8 +6,11 @@ way: one fresh ``pytest --json-report`` process per student and problem, as many
 the grader has workers. Prints students per second for each and two ratios:
 
 - fair: the baseline gets the same cheap pytest options as the grader (plugins it does not
-  need left out, one-line tracebacks), so the ratio measures the batching alone;
+  need left out), so the ratio measures the batching and the fork server alone;
 - literal: the baseline is plain ``pytest --json-report``, as a course would run it.
+
+Then the cost of a torch problem (grpo_loss_torch) per student in a class, and the wall time
+of grading one capstone submission alone (what an instructor waits for one late student).
 
     python bench/bench_grade.py                  # 200 students
     python bench/bench_grade.py --students 40    # a quick run
@@ -64,16 +67,28 @@ def generate_class(root: Path, students: int, seed: int = 0) -> dict[str, int]:
     return kinds
 
 
-def time_grader(submissions: Path, out: Path, workers: int) -> float:
+def time_grader(submissions: Path, out: Path, workers: int, problems=CORE, show=True) -> float:
     command = [sys.executable, "-m", "grader.cli", "grade", str(submissions), "--out", str(out),
-               "--problems", *CORE, "--workers", str(workers)]  # fmt: skip
+               "--problems", *problems, "--workers", str(workers)]  # fmt: skip
     started = time.perf_counter()
     run = subprocess.run(command, cwd=KIT_ROOT, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
     if run.returncode != 0:
         sys.exit(f"grading failed:\n{run.stdout}\n{run.stderr[-3000:]}")
-    print(run.stdout.strip())
+    if show:
+        print(run.stdout.strip())
     return elapsed
+
+
+def reference_class(root: Path, slug: str, students: int) -> Path:
+    """`students` copies of the reference of `slug`, as students would hand it in."""
+    problem = get_problem(slug)
+    source = standalone_source(problem.reference.read_text(encoding="utf-8"), problem.builds_on)
+    for i in range(students):
+        folder = root / f"student{i:04d}"
+        folder.mkdir(parents=True)
+        (folder / f"{slug}.py").write_text(source, encoding="utf-8")
+    return root
 
 
 def _naive_one(submission: Path, slug: str, report: Path, extra: list[str]) -> None:
@@ -104,6 +119,7 @@ def main() -> None:
         help="students graded the naive way (its rate does not depend on N)",
     )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--torch-students", type=int, default=20)
     args = parser.parse_args()
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-grade-") as work:
@@ -119,6 +135,11 @@ def main() -> None:
         }
         naive_s = {name: time_naive(work / "class", work / name, sample, args.workers, extra)
                    for name, (extra, _) in baselines.items()}  # fmt: skip
+        torch_class = reference_class(work / "torch", "grpo_loss_torch", args.torch_students)
+        torch_s = time_grader(torch_class, work / "torch-out", args.workers,
+                              ("grpo_loss_torch",), show=False)  # fmt: skip
+        capstone = reference_class(work / "capstone", "grpo_trainer", 1)
+        capstone_s = time_grader(capstone, work / "capstone-out", 1, ("grpo_trainer",), False)
     grader_rate = args.students / grader_s
     print(f"load average: {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end "
           f"({os.cpu_count()} cores)")  # fmt: skip
@@ -131,6 +152,12 @@ def main() -> None:
               f"problem, {baselines[name][1]})")  # fmt: skip
     for name, rate in rates.items():
         print(f"ratio {name:<7}: {grader_rate / rate:.2f}x")
+    print(
+        f"torch problem: {args.torch_students} students of grpo_loss_torch in {torch_s:.1f} s "
+        f"= {torch_s / args.torch_students:.2f} s per student ({args.workers} workers)"
+    )
+    print(f"capstone     : one grpo_trainer submission graded in {capstone_s:.1f} s "
+          "(grpo-kit grade from start to end, one worker)")  # fmt: skip
 
 
 if __name__ == "__main__":

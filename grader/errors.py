@@ -54,7 +54,9 @@ def describe_exception(exc: BaseException) -> dict:
             if getattr(builtins, klass.__name__, None) is klass and issubclass(klass, Exception)
         )
     try:
-        message = str(exc)
+        # KeyError's str() quotes its key: raised again from that text it would quote twice.
+        quoted = isinstance(exc, KeyError) and len(exc.args) == 1
+        message = str(exc.args[0]) if quoted else str(exc)
     except Exception:  # noqa: BLE001 - a student's __str__ may itself fail
         message = "<unprintable message>"
     return {"type": type(exc).__name__[:100], "builtin": builtin, "message": message[:MAX_MESSAGE]}

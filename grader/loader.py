@@ -282,7 +282,7 @@ def load_implementation(problem_dir: Path, spec: str = "starter") -> Implementat
 
     Never raises for a broken implementation: its calls fail with the reason instead.
     """
-    problem = load_problem(Path(problem_dir))
+    problem = load_problem(Path(problem_dir), whole=False)
     scheme, _, rest = spec.partition(":")
     if rest and scheme in SCHEMES:
         module_name, _, function_name = SCHEMES[scheme].partition(":")

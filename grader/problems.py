@@ -162,8 +162,11 @@ def _check_metadata(meta: dict, where: Path) -> None:
         raise ProblemSpecError(f"{where}: unknown keys {sorted(unknown)}")
 
 
-def load_problem(directory: Path) -> Problem:
-    """Read one problem folder, raising ProblemSpecError with the file at fault."""
+def load_problem(directory: Path, whole: bool = True) -> Problem:
+    """Read one problem folder, raising ProblemSpecError with the file at fault.
+
+    With `whole` false only the metadata is read (the browser has no statement file).
+    """
     directory = Path(directory)
     meta_path = directory / "problem.toml"
     try:
@@ -189,10 +192,10 @@ def load_problem(directory: Path) -> Problem:
         input_checks=tuple(meta.get("input_checks", ())),
         builds_on=tuple(meta.get("builds_on", ())),
     )
-    for required in (problem.statement, problem.stub):
+    for required in (problem.statement, problem.stub) if whole else ():
         if not required.is_file():
             raise ProblemSpecError(f"{directory}: missing {required.name}")
-    if not problem.test_files:
+    if whole and not problem.test_files:
         raise ProblemSpecError(f"{directory}: no test_*.py file")
     return problem
 

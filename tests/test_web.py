@@ -15,7 +15,8 @@ import pytest
 from grader import assets, cli, site
 from grader.problems import KIT_ROOT, all_problems
 from grader.serve import serve_in_thread
-from grader.webrun import OUTPUT_LIMIT, run_problem
+from grader.collect import OUTPUT_LIMIT
+from grader.webrun import run_problem
 
 BROWSER_PROBLEMS = [p for p in all_problems() if p.runs_in_browser]
 FIRST = BROWSER_PROBLEMS[0]

@@ -17,7 +17,7 @@ import pytest
 from grader import assets, site
 from grader.mistakes import load_catalogue
 from grader.problems import KIT_ROOT, all_problems
-from grader.runner import parse_report, run_tests
+from grader.runner import parse_collected, run_tests
 
 BROWSER_PROBLEMS = [p for p in all_problems() if p.runs_in_browser]
 RUNNER = Path(__file__).parent / "parity" / "run_in_pyodide.mjs"
@@ -77,9 +77,8 @@ def cpython_verdicts(slug: str) -> dict[tuple[str, str], str]:
 def test_pyodide_verdicts_match_cpython(problem, pyodide_reports):
     report = pyodide_reports[problem.slug]
     assert not report["errors"], f"collection failed in Pyodide:\n{report['log'][-3000:]}"
-    # Pyodide's results in the json-report shape, so both sides are named by one function.
-    as_json_report = {"tests": [{"nodeid": t["id"], "outcome": t["outcome"]} for t in report["tests"]]}
-    in_pyodide = verdicts(parse_report(as_json_report, impls_of(problem)))
+    # Both sides collect with grader.collect, so one function reads them.
+    in_pyodide = verdicts(parse_collected(report, impls_of(problem)))
     in_cpython = cpython_verdicts(problem.slug)
     assert in_cpython, f"{problem.slug}: no test ran in CPython"
     assert set(in_pyodide) == set(in_cpython), "the two runs collected different tests"

@@ -12,5 +12,6 @@ to a sandboxed process as plain data, and only plain data comes back, decoded wi
     limits.py       the resource limits a student's process sets on itself
     child.py        a student's process: import the submission, serve requests
 
-No module of the sandboxed side (zygote, child, limits, frames) imports one of the grader's.
+The sandboxed side (zygote, child, limits, frames) imports none of the trusted modules, only
+the code both sides share (grader.values, grader.execution, grader.errors).
 """
