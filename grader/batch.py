@@ -106,14 +106,17 @@ def split_collected(collected: dict, specs: list[str]) -> dict[str, dict[str, li
     return split
 
 
-def _student_report(problem: Problem, tests: list[dict], sandbox: str) -> dict:
+def _student_report(problem: Problem, tests: list[dict], names: list[str], sandbox: str) -> dict:
+    """The record of one student's problem: each test under its own name (no implementation
+    parameter), with the message the student reads."""
     summary: dict[str, int] = {}
     for test in tests:
         summary[test["outcome"]] = summary.get(test["outcome"], 0) + 1
     keep = ("name", "outcome", "message", "error_type", "duration", "stdout", "stdout_cut")
     return {"problem": problem.slug, "sandbox": sandbox, "summary": summary | {"total": len(tests)},
             "duration": sum(t["duration"] for t in tests),
-            "tests": [{k: t[k] for k in keep} for t in tests]}  # fmt: skip
+            "tests": [{k: t[k] for k in keep} | {"test": name, "output": _student_message(t)}
+                      for t, name in zip(tests, names, strict=True)]}  # fmt: skip
 
 
 def results_from_collected(
@@ -145,7 +148,7 @@ def results_from_collected(
                     points[name] if passed else 0, points[name],
                     "" if passed else _student_message(test),
                 ))  # fmt: skip
-            result.reports[problem.slug] = _student_report(problem, tests, sandbox)
+            result.reports[problem.slug] = _student_report(problem, tests, names, sandbox)
         if submission.ignored:
             result.notes.append(f"ignored files: {', '.join(submission.ignored[:20])}")
         results.append(result)
@@ -154,6 +157,8 @@ def results_from_collected(
 
 def _student_message(test: dict) -> str:
     """What a student reads for a failed test: the assertion, or what went wrong."""
+    if test["outcome"] == "passed":
+        return ""
     message = str(test["message"])
     if test["error_type"] == "grader.errors.SubmissionError":  # the message says it all
         message = message.removeprefix("SubmissionError: ")

@@ -9,8 +9,8 @@ import sys
 from grader import __version__
 
 # Subcommands in the order `grpo-kit --help` lists them; each is grader/commands/<name>.py.
-COMMANDS = ("list", "check", "build", "serve", "grade", "merge", "train", "ablate", "cases",
-            "mutation")  # fmt: skip
+COMMANDS = ("list", "check", "build", "serve", "grade", "merge", "report", "export", "release",
+            "new", "validate", "train", "ablate", "cases", "mutation")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

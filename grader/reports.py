@@ -1,26 +1,33 @@
-"""What grading writes: per-student results (Gradescope format), the gradebook, and merging.
+"""What grading writes for each student, built from one record per problem.
 
-    OUT/gradebook.csv                    one row per student: points per problem, total, max
-    OUT/<student>/results.json           Gradescope autograder results (written last, atomically)
-    OUT/<student>/<slug>.pytest.json     every test of that problem: outcome, message, output
+    OUT/<student>/<slug>.pytest.json     the record of one problem: every test's outcome,
+                                         message and output, and what it was graded from
+    OUT/<student>/submitted/<slug>.py    the file that was graded
+    OUT/<student>/results.json           the student's results in Gradescope's results format
+                                         (written last, atomically), assembled from the
+                                         records, the course's points and its late policy
 
-A student counts as graded once ``results.json`` exists, which is what lets a rerun resume.
+A student counts as graded once ``results.json`` exists, which is what lets a rerun resume;
+a record whose ``graded_from`` no longer matches is graded again (``grader/provenance.py``).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import shutil
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
-from grader.problems import Problem
+from grader.course import Course
+from grader.provenance import RECORD_SUFFIX
+from grader.submissions import Submission
 
 RESULTS = "results.json"
-GRADEBOOK = "gradebook.csv"
+SOURCES = "submitted"
+OUTPUT_LIMIT = 2000  # characters of a failed test's printed output shown with its message
+SANDBOXED = "bubblewrap"
 
 
 @dataclass
@@ -37,7 +44,7 @@ class TestResult:
 class StudentResult:
     student: str
     tests: list[TestResult] = field(default_factory=list)
-    reports: dict[str, dict] = field(default_factory=dict)  # slug -> pytest-json-report
+    reports: dict[str, dict] = field(default_factory=dict)  # slug -> record of the problem
     notes: list[str] = field(default_factory=list)
 
     def score(self, slug: str | None = None) -> tuple[float, float]:
@@ -55,64 +62,33 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
-def gradescope_results(result: StudentResult, problems: list[Problem], header: str) -> dict:
-    per_problem = {p.slug: dict(zip(("score", "max_score"), result.score(p.slug), strict=True))
-                   for p in problems}  # fmt: skip
-    score, _ = result.score()
-    return {
-        "score": score,
-        "output": "\n".join([header, *result.notes]).strip(),
-        "tests": [
-            {
-                "name": f"{t.problem}: {t.name}",
-                "score": t.score,
-                "max_score": t.max_score,
-                "status": t.status,
-                "output": t.output,
-            }
-            for t in result.tests
-        ],
-        "extra_data": {"problems": per_problem},
-    }
-
-
-def write_student(out: Path, result: StudentResult, problems: list[Problem], header: str) -> None:
+def write_records(out: Path, result: StudentResult, submission: Submission,
+                  graded_from: dict[str, dict]) -> None:  # fmt: skip
+    """Save each graded problem's record, and a copy of each file that was graded."""
     folder = out / result.student
     folder.mkdir(parents=True, exist_ok=True)
+    sources = folder / SOURCES
     for slug, report in result.reports.items():
-        # Compact: json's indenting encoder is pure Python, and slow for reports this size.
-        write_atomically(folder / f"{slug}.pytest.json", json.dumps(report))
-    body = json.dumps(gradescope_results(result, problems, header), indent=1)
-    write_atomically(folder / RESULTS, body)  # last: its presence marks the student as done
+        if slug in submission.sources:
+            sources.mkdir(parents=True, exist_ok=True)
+            (sources / f"{slug}.py").write_bytes(submission.sources[slug])
+        else:
+            (sources / f"{slug}.py").unlink(missing_ok=True)
+        record = report | {"graded_from": graded_from[slug], "submitted": submission.submitted(slug)}
+        # Compact: json's indenting encoder is pure Python, and slow for records this size.
+        write_atomically(folder / f"{slug}{RECORD_SUFFIX}", json.dumps(record))
 
 
-def finished_students(out: Path) -> set[str]:
-    if not out.is_dir():
-        return set()
-    return {p.parent.name for p in out.glob(f"*/{RESULTS}")}
-
-
-def write_gradebook(out: Path, slugs: list[str]) -> Path:
-    """gradebook.csv from every results.json under `out` (so resumed and merged runs count)."""
-    rows = []
-    for path in sorted(out.glob(f"*/{RESULTS}")):
-        results = json.loads(path.read_text(encoding="utf-8"))
-        per_problem = results.get("extra_data", {}).get("problems", {})
-        row = [path.parent.name]
-        total = maximum = 0.0
-        for slug in slugs:
-            entry = per_problem.get(slug, {"score": 0, "max_score": 0})
-            row.append(_number(entry["score"]))
-            total += entry["score"]
-            maximum += entry["max_score"]
-        rows.append([*row, _number(total), _number(maximum)])
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["student", *slugs, "total", "max"])
-    writer.writerows(rows)
-    path = out / GRADEBOOK
-    write_atomically(path, buffer.getvalue())
-    return path
+def _output(test: dict) -> str:
+    if test["outcome"] == "passed":
+        return ""
+    text = test.get("output", test.get("message", ""))
+    printed = (test.get("stdout") or "").strip()
+    if printed:
+        text += f"\n--- what your code printed ---\n{printed[:OUTPUT_LIMIT]}"
+        if len(printed) > OUTPUT_LIMIT or test.get("stdout_cut"):
+            text += "\n[... the rest was left out]"
+    return text
 
 
 def _number(value: float) -> int | float:
@@ -120,11 +96,119 @@ def _number(value: float) -> int | float:
     return int(value) if value.is_integer() else value
 
 
+def header(records: dict[str, dict], version: str) -> str:
+    """The first lines of a student's output: the grader and the sandbox each record had."""
+    modes = sorted({r.get("sandbox", "") for r in records.values()} - {""})
+    text = f"Graded by grpo-kit {version}; sandbox: {', '.join(modes) or 'unknown'}."
+    if any(mode != SANDBOXED for mode in modes):
+        text += ("\nWARNING: graded without the bubblewrap sandbox (resource limits only): do "
+                 "not use these results for a real class.")  # fmt: skip
+    return text
+
+
+def assemble(records: dict[str, dict], course: Course, submission: Submission,
+             version: str) -> dict:  # fmt: skip
+    """The student's results.json (Gradescope's results format) from the problem records.
+
+    Tests are numbered <problem>.<test> and tagged with their problem, so Gradescope groups
+    them; the score is after the late penalty, the raw score kept in extra_data.
+    """
+    tests, problems, seconds = [], {}, 0.0
+    for index, problem in enumerate(course.problems, 1):
+        record = records.get(problem.slug)
+        if record is None:
+            problems[problem.slug] = {"score": 0, "max_score": 0, "submitted": False,
+                                      "graded": False}  # fmt: skip
+            continue
+        names = [t["test"] for t in record["tests"]]
+        points = course.test_points(problem, names)
+        got = 0.0
+        for number, test in enumerate(record["tests"], 1):
+            passed = test["outcome"] == "passed"
+            got += points[test["test"]] if passed else 0.0
+            seconds += test.get("duration", 0.0)
+            tests.append({
+                "name": f"{problem.slug}: {test['test']}",
+                "number": f"{index}.{number}",
+                "tags": [problem.slug],
+                "score": _number(points[test["test"]] if passed else 0),
+                "max_score": _number(points[test["test"]]),
+                "status": "passed" if passed else "failed",
+                "output": _output(test),
+                "output_format": "text",
+                "visibility": course.visibility,
+                "extra_data": {"execution_time": round(test.get("duration", 0.0), 4)},
+            })  # fmt: skip
+        problems[problem.slug] = {"score": _number(got), "max_score": _number(sum(points.values())),
+                                  "submitted": bool(record.get("submitted", True)),
+                                  "graded": True}  # fmt: skip
+    raw = sum(p["score"] for p in problems.values())
+    late = None
+    lines = [header(records, version)]
+    if course.late is not None:
+        late = course.late.apply(submission.submitted_at, submission.marked_late)
+    if late is not None:
+        lines.append(f"Late: {late.describe()} (due {course.late.due.isoformat()}).")
+    lines += [f"Note: {note}" for note in submission.notes]
+    if submission.ignored:
+        lines.append(f"Ignored files: {', '.join(submission.ignored[:20])}")
+    penalty = late.penalty if late else 0.0
+    return {
+        "score": _number(raw * (1 - penalty)),
+        "execution_time": round(seconds),
+        "output": "\n".join(lines),
+        "output_format": "text",
+        "test_output_format": "text",
+        "tests": tests,
+        "extra_data": {
+            "problems": problems,
+            "raw_score": _number(raw),
+            "late": None if late is None else {"days": late.days, "penalty": late.penalty,
+                                               "points": _number(raw * penalty)},
+            "late_policy": course.late is not None,
+            "student": submission.identity(),
+            "course": course.describe(),
+        },
+    }  # fmt: skip
+
+
+def write_results(out: Path, student: str, results: dict) -> bool:
+    """Write results.json unless it already holds exactly this; whether it was written."""
+    path = out / student / RESULTS
+    body = json.dumps(results, indent=1)
+    try:
+        if path.read_text(encoding="utf-8") == body:
+            return False
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, body)  # last: its presence marks the student as done
+    return True
+
+
+def load_results(out: Path) -> dict[str, dict]:
+    """student -> results.json of every graded student under `out`."""
+    found = {}
+    if not out.is_dir():
+        return found
+    for path in sorted(out.glob(f"*/{RESULTS}")):
+        try:
+            found[path.parent.name] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def finished_students(out: Path) -> set[str]:
+    return set(load_results(out))
+
+
 def graded_slugs(out: Path) -> list[str]:
     """The problems the results under `out` were graded on, in the order first seen."""
     slugs: dict[str, None] = {}
-    for path in sorted(out.glob(f"*/{RESULTS}")):
-        extra = json.loads(path.read_text(encoding="utf-8")).get("extra_data", {})
+    for results in load_results(out).values():
+        extra = results.get("extra_data", {})
+        slugs.update(dict.fromkeys(extra.get("course", {}).get("problems", [])))
         slugs.update(dict.fromkeys(extra.get("problems", {})))
     return list(slugs)
 
@@ -135,6 +219,8 @@ def merge(sources: list[Path], out: Path) -> tuple[int, list[str]]:
     A student graded in two sources is a mistake in the sharding: it is reported, and the
     first copy kept.
     """
+    from grader.gradebook import write_gradebook
+
     out.mkdir(parents=True, exist_ok=True)
     seen: dict[str, Path] = {}
     conflicts = []
@@ -146,8 +232,13 @@ def merge(sources: list[Path], out: Path) -> tuple[int, list[str]]:
             seen[student] = source
             if source.resolve() != out.resolve():
                 shutil.copytree(source / student, out / student, dirs_exist_ok=True)
-    order = {}
+    order: dict[str, None] = {}
     for source in sources:
         order.update(dict.fromkeys(graded_slugs(source)))
     write_gradebook(out, list(order))
     return len(seen), conflicts
+
+
+def submitted_at(results: dict) -> datetime | None:
+    text = results.get("extra_data", {}).get("student", {}).get("submitted_at")
+    return datetime.fromisoformat(text) if text else None

@@ -16,7 +16,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from grader.reports import GRADEBOOK, merge
+    from grader.gradebook import GRADEBOOK
+    from grader.reports import merge
 
     missing = [str(s) for s in args.sources if not s.is_dir()]
     if missing:

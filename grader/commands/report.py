@@ -1,0 +1,10 @@
+"""stub"""
+HELP = "todo"
+
+
+def configure(parser):
+    pass
+
+
+def run(args):
+    return 0
