@@ -94,7 +94,8 @@ class Problem:
 
     @property
     def reference(self) -> Path:
-        return REFERENCE_DIR / f"{self.slug}.py"
+        """reference/<slug>.py of the kit the problem is in (this one, or a course's own)."""
+        return self.dir.parent.parent / "reference" / f"{self.slug}.py"
 
     @property
     def probes(self) -> Path:

@@ -46,8 +46,13 @@ def run_tests(
     *,
     timeout_s: float | None = None,
     extra_args: list[str] | None = None,
+    root: Path | None = None,
 ) -> list[TestOutcome]:
-    """Run every hidden test of `problem` once per implementation spec, in one pytest process."""
+    """Run every hidden test of `problem` once per implementation spec, in one pytest process.
+
+    `root` is the kit the problem belongs to (default: this one; another for a course's own
+    problems, see ``grpo-kit new --root``).
+    """
     with tempfile.TemporaryDirectory(prefix="grpo-kit-") as tmp:
         report_path = Path(tmp) / "collected.json"
         command = [
@@ -55,11 +60,13 @@ def run_tests(
             "-p", "no:cacheprovider", "-q", "--no-header", "-p", "grader.collect",
             f"--collect-file={report_path}",
             *(f"--impl={spec}" for spec in impls),
+            *([f"--rootdir={root}", f"--confcutdir={root}"] if root else []),
             *(extra_args or []),
         ]  # fmt: skip
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         completed = subprocess.run(
-            command, cwd=KIT_ROOT, capture_output=True, text=True, timeout=timeout_s, env=env
+            command, cwd=root or KIT_ROOT, capture_output=True, text=True, timeout=timeout_s,
+            env=env,
         )
         if not report_path.exists():
             raise RuntimeError(

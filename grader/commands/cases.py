@@ -14,6 +14,7 @@ import argparse
 import importlib.util
 import json
 import sys
+from pathlib import Path
 
 from grader.problems import Problem, ProblemSpecError, UnknownProblemError
 
@@ -25,6 +26,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("slugs", nargs="*", metavar="SLUG", help="problems (default: all)")
     parser.add_argument("--check", action="store_true",
                         help="fail if a committed table differs from a fresh one")  # fmt: skip
+    parser.add_argument("--root", type=Path, metavar="DIR",
+                        help="the kit holding the problems (default: this kit)")  # fmt: skip
 
 
 def _inputs(problem: Problem) -> list[dict]:
@@ -101,10 +104,12 @@ def _same(a, b) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from grader.problems import all_problems, get_problem
+    from grader.problems import PROBLEMS_DIR, all_problems, get_problem
 
+    problems_dir = args.root / "problems" if args.root else PROBLEMS_DIR
     try:
-        problems = [get_problem(s) for s in args.slugs] if args.slugs else all_problems()
+        problems = ([get_problem(s, problems_dir) for s in args.slugs] if args.slugs
+                    else all_problems(problems_dir))  # fmt: skip
     except (UnknownProblemError, ProblemSpecError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -94,14 +94,13 @@ def _matches(entry: dict, function: str, change: tuple[str, str]) -> bool:
 def _workspace(problem: Problem, folder: Path) -> None:
     """A copy of what the problem's tests need, and mutmut's settings for this problem."""
     ignore = shutil.ignore_patterns("__pycache__", "mutants", "node_modules", "dist")
+    kit = problem.dir.parent.parent  # this kit, or a course's own (grpo-kit new --root)
     shutil.copytree(KIT_ROOT / "grader", folder / "grader", ignore=ignore)
-    shutil.copytree(KIT_ROOT / "reference", folder / "reference", ignore=ignore)
+    shutil.copytree(kit / "reference", folder / "reference", ignore=ignore)
     (folder / "problems").mkdir()
     for name in ("__init__.py", "conftest.py"):
-        shutil.copy(KIT_ROOT / "problems" / name, folder / "problems" / name)
-    shutil.copytree(
-        KIT_ROOT / "problems" / "support", folder / "problems" / "support", ignore=ignore
-    )
+        shutil.copy(kit / "problems" / name, folder / "problems" / name)
+    shutil.copytree(kit / "problems" / "support", folder / "problems" / "support", ignore=ignore)
     shutil.copytree(problem.dir, folder / "problems" / problem.slug, ignore=ignore)
     (folder / "pyproject.toml").write_text(
         "[tool.mutmut]\n"
