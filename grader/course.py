@@ -36,7 +36,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from grader.problems import Problem, ProblemSpecError, UnknownProblemError, all_problems, get_problem
+from grader.problems import (
+    Problem,
+    ProblemSpecError,
+    UnknownProblemError,
+    all_problems,
+    get_problem,
+)
 
 VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")
 KEYS = {"title": str, "problems": list, "points": dict, "limits": dict, "late": dict,

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.problems import MAX_INPUT_CHECK_SHARE, KIT_ROOT, Problem, ProblemSpecError, load_problem
+from grader.problems import KIT_ROOT, MAX_INPUT_CHECK_SHARE, Problem, ProblemSpecError, load_problem
 
 MIN_MISTAKES = 10
 # Test names that say a test is about input handling rather than the computation itself.

@@ -8,7 +8,6 @@ metadata and are worth at most a fifth of the problem's points.
 """
 
 import ast
-import re
 from functools import cache
 
 import pytest
@@ -16,10 +15,7 @@ import pytest
 from grader.mistakes import load_catalogue
 from grader.problems import MAX_INPUT_CHECK_SHARE, all_problems
 from grader.runner import run_tests
-
-MIN_MISTAKES = 10
-# Test names that say a test is about input handling rather than the computation itself.
-INPUT_CHECK_WORDS = re.compile(r"raises|modif|dtype|returns_a_|accepts_|rejects_|_type_error")
+from grader.validate import INPUT_CHECK_WORDS, MIN_MISTAKES  # the rules `grpo-kit validate` states
 
 PROBLEMS = all_problems()
 MISTAKES = [(p, m) for p in PROBLEMS for m in load_catalogue(p.dir)]

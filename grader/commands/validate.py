@@ -19,8 +19,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from grader.problems import KIT_ROOT, ProblemSpecError, UnknownProblemError, all_problems
-    from grader.problems import get_problem
+    from grader.problems import (
+        KIT_ROOT,
+        ProblemSpecError,
+        UnknownProblemError,
+        all_problems,
+        get_problem,
+    )
     from grader.validate import validate
 
     problems_dir = (args.root or KIT_ROOT).resolve() / "problems"
