@@ -1,0 +1,95 @@
+"""The class report on a generated class (a Gradescope export, graded with a course file): score
+histograms, the tests most students fail, late submissions, similar files."""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from grader.cli import main
+from grader.problems import KIT_ROOT, get_problem
+from grader.similarity import similar_groups, tokens
+
+SLUG, OTHER = "grpo_objective", "group_stats"
+REFERENCE = get_problem(SLUG).reference.read_text()
+WRONG = "def grpo_objective(*args, **kwargs):\n    return 0.0\n"
+ONE = "def grpo_objective(*args, **kwargs):\n    return 1.0\n"
+
+
+def disguised(source: str) -> str:
+    """The reference as a copier hands it in: names changed, comments gone, spacing changed."""
+    for old, new in (("unclipped", "plain_term"), ("clipped", "cut_term"), ("surrogate", "obj"),
+                     ("pi_theta", "policy"), ("kl", "divergence")):  # fmt: skip
+        source = re.sub(rf"\b{old}\b", new, source)
+    lines = [line for line in source.splitlines() if not line.strip().startswith("#")]
+    return "\n\n".join(lines) + "\n"
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path, newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def test_similar_files_are_found_whatever_their_names():
+    copy = disguised(REFERENCE)
+    assert tokens(copy) == tokens(REFERENCE)
+    others = {f"s{i}": f"def grpo_objective(a, b, c, d):\n    return float(sum(a) * {i} - len(b))\n"
+              for i in range(4)}  # fmt: skip
+    groups = similar_groups({"ada": REFERENCE, "grace": copy, **others},
+                            get_problem(SLUG).stub.read_text())  # fmt: skip
+    assert [(g.students, g.similarity) for g in groups] == [(("ada", "grace"), 1.0)]
+    assert similar_groups({"ada": REFERENCE, "bob": "def grpo_objective(:\n"}) == []
+
+
+def test_the_report_of_a_generated_class(tmp_path, capsys):
+    export = tmp_path / "download" / "assignment_5_export"
+    people = {"ada": REFERENCE, "grace": disguised(REFERENCE), "alan": WRONG, "edsger": ONE,
+              "barbara": None}  # fmt: skip
+    metadata = []
+    for number, (name, source) in enumerate(people.items(), 1):
+        folder = export / f"submission_{number}"
+        folder.mkdir(parents=True)
+        if source is not None:
+            (folder / f"{SLUG}.py").write_text(source)
+        (folder / f"{OTHER}.py").write_text("def group_stats(*a, **k):\n    return {}\n")
+        when = "2026-03-16 10:00:00 +00:00" if name == "grace" else "2026-03-14 10:00:00 +00:00"
+        metadata.append(f"submission_{number}:\n  :submitters:\n  - :name: {name.title()} <b>\n"
+                        f"    :email: {name}@example.edu\n  :created_at: {when}\n")  # fmt: skip
+    (export / "submission_metadata.yml").write_text("".join(metadata))
+    course = tmp_path / "course.toml"
+    course.write_text(f'title = "HW <1>"\nproblems = ["{SLUG}", "{OTHER}"]\n'
+                      "[late]\ndue = 2026-03-15T00:00:00Z\npenalty_per_day = 0.1\n")  # fmt: skip
+    grades = tmp_path / "grades"
+    run = subprocess.run([sys.executable, "-m", "grader.cli", "grade", str(tmp_path / "download"),
+                          "--out", str(grades), "--course", str(course), "--time-limit", "3"],
+                         cwd=KIT_ROOT, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "gradescope layout: 5 students" in run.stderr
+
+    report = tmp_path / "report"
+    assert main(["report", str(grades), "--out", str(report)]) == 0
+    assert "5 students, 2 problems, 1 late, 1 groups of similar files" in capsys.readouterr().out
+    problems = {row["problem"]: row for row in read_csv(report / "problems.csv")}
+    objective = problems[SLUG]
+    assert (objective["students"], objective["handed_in"]) == ("5", "4")
+    assert objective["100%"] == "2" and objective["full_marks"] == "2"
+    assert sum(int(objective[k]) for k in objective if k.endswith("%")) == 4
+    assert problems[OTHER]["100%"] == "0" and problems[OTHER]["0-9%"] == "5"
+    tests = read_csv(report / "tests.csv")
+    first = tests[0]
+    assert float(first["failure_rate"]) >= float(tests[-1]["failure_rate"])
+    example = next(t for t in tests if t["test"] == "test_reference_example")
+    assert (example["failed"], example["out_of"]) == ("2", "4")  # of those who handed it in
+    assert example["most_common_message"] == "result: expected #, got #"
+    late = read_csv(report / "late.csv")
+    assert [(r["student"], r["penalty_share"]) for r in late] == [("grace@example.edu", "0.2")]
+    similar = read_csv(report / "similar.csv")
+    assert [(r["problem"], r["students"]) for r in similar] == [
+        (SLUG, "ada@example.edu grace@example.edu")]  # fmt: skip
+    page = (report / "index.html").read_text()
+    assert "<svg" in page and "HW &lt;1&gt;" in page and "<b>" not in page.split("</style>")[1]
+    assert main(["report", str(grades), "--out", str(grades / "report")]) == 2
+    assert main(["report", str(tmp_path / "nothing"), "--out", str(report)]) == 2
