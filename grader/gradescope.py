@@ -176,8 +176,12 @@ def build_autograder(course: Course, out: Path) -> list[str]:
         torch = (f"{VENV}/bin/pip install -q --no-cache-dir --index-url {TORCH_INDEX} "
                  f"{pinned['torch']}\n")  # fmt: skip
     setup = SETUP.format(venv=VENV, pip=pinned["pip"].split("==")[1], torch=torch)
-    texts = {"setup.sh": setup, "run_autograder": RUN.format(venv=VENV),
-             "requirements.txt": requirements(course), "course.toml": course.to_toml()}
+    texts = {
+        "setup.sh": setup,
+        "run_autograder": RUN.format(venv=VENV),
+        "requirements.txt": requirements(course),
+        "course.toml": course.to_toml(),
+    }
     files = autograder_files(course)
     temporary = out.with_name(f".{out.name}.tmp")
     with zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:

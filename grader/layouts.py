@@ -42,7 +42,9 @@ from grader.submissions import (
 LAYOUTS = ("plain", "canvas", "moodle", "gradescope")
 CANVAS_FILE = re.compile(r"(?P<name>[^_]+)_(?P<late>LATE_)?(?P<uid>\d+)_(?P<sub>\d+)_(?P<file>.+)")
 MOODLE_FOLDER = re.compile(r"(?P<name>.+?)_(?P<pid>\d+)_assign(?:submission|feedback)_\w+?_?")
-MOODLE_FILE = re.compile(r"(?P<name>.+?)_(?P<pid>\d+)_assignsubmission_(?:file|onlinetext)_(?P<file>.+)")
+MOODLE_FILE = re.compile(
+    r"(?P<name>.+?)_(?P<pid>\d+)_assignsubmission_(?:file|onlinetext)_(?P<file>.+)"
+)
 GRADESCOPE_METADATA = "submission_metadata.yml"
 MAX_DOWNLOAD_BYTES = 4 << 30  # a class's zip, unpacked
 MAX_DOWNLOAD_ENTRIES = 100_000

@@ -74,7 +74,10 @@ def write_records(out: Path, result: StudentResult, submission: Submission,
             (sources / f"{slug}.py").write_bytes(submission.sources[slug])
         else:
             (sources / f"{slug}.py").unlink(missing_ok=True)
-        record = report | {"graded_from": graded_from[slug], "submitted": submission.submitted(slug)}
+        record = report | {
+            "graded_from": graded_from[slug],
+            "submitted": submission.submitted(slug),
+        }
         # Compact: json's indenting encoder is pure Python, and slow for records this size.
         write_atomically(folder / f"{slug}{RECORD_SUFFIX}", json.dumps(record))
 

@@ -65,7 +65,11 @@ def run_tests(
         ]  # fmt: skip
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         completed = subprocess.run(
-            command, cwd=root or KIT_ROOT, capture_output=True, text=True, timeout=timeout_s,
+            command,
+            cwd=root or KIT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
             env=env,
         )
         if not report_path.exists():

@@ -111,7 +111,7 @@ def similar_groups(sources: dict[str, str], starter: str = "",
 
     best: dict[str, float] = {}
     for i, a in enumerate(compared):
-        for b in compared[i + 1:]:
+        for b in compared[i + 1 :]:
             union = len(distinctive[a] | distinctive[b])
             score = len(distinctive[a] & distinctive[b]) / union if union else 0.0
             if score >= threshold:

@@ -58,7 +58,9 @@ def test_functions(problem: Problem) -> list[str]:
 def input_check_problems(problem: Problem) -> list[str]:
     """Why the problem's input checks break rule 6 (empty: they do not)."""
     functions = test_functions(problem)
-    unlisted = [f for f in functions if INPUT_CHECK_WORDS.search(f) and not problem.is_input_check(f)]
+    unlisted = [
+        f for f in functions if INPUT_CHECK_WORDS.search(f) and not problem.is_input_check(f)
+    ]
     found = [f"list {name} in input_checks (it tests input handling)" for name in unlisted]
     total = sum(problem.function_points(f) for f in functions)
     checks = sum(problem.function_points(f) for f in functions if problem.is_input_check(f))

@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from grader.cli import main
 from grader.problems import KIT_ROOT, load_problem
 from grader.validate import MIN_MISTAKES
@@ -72,5 +70,3 @@ def test_the_readme_shows_the_example_as_it_is():
     for rule in (f"at least {MIN_MISTAKES}", "input_checks", "NotImplementedError", "TODO",
                  "mutation", "cases.json", "probes.py"):  # fmt: skip
         assert rule in readme.split("## Writing your own problem", 1)[1], rule
-
-

@@ -3,7 +3,7 @@ problem shared by its tests, and the late policy."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -44,7 +44,7 @@ def test_a_course_file_is_read_whole(tmp_path):
     assert course.title == "GRPO, spring"
     assert course.slugs == ["grpo_objective", "group_advantages"]
     assert course.limits == {"call_s": 5.0, "total_s": 30.0, "memory_mb": 512.0}
-    assert course.late.due == datetime(2026, 3, 14, 22, 59, tzinfo=timezone.utc)
+    assert course.late.due == datetime(2026, 3, 14, 22, 59, tzinfo=UTC)
     assert course.visibility == "after_due_date"
     again = load_course(write(tmp_path, course.to_toml()))  # what the autograder ships
     assert (again.slugs, again.points, again.limits, again.late) == (
@@ -103,7 +103,7 @@ def test_a_missing_course_file_says_so(tmp_path):
 
 
 def test_the_late_policy():
-    due = datetime(2026, 3, 14, 23, 59, tzinfo=timezone.utc)
+    due = datetime(2026, 3, 14, 23, 59, tzinfo=UTC)
     policy = LatePolicy(due, timedelta(minutes=15), penalty_per_day=0.1, max_days=3)
     assert policy.apply(due + timedelta(minutes=10)) is None  # within the grace period
     assert policy.apply(due - timedelta(days=2)) is None

@@ -17,7 +17,7 @@ import pytest
 
 from grader.cli import main
 from grader.gradescope import check_results, pins
-from grader.problems import KIT_ROOT, get_problem
+from grader.problems import get_problem
 
 SLUG, OTHER = "grpo_objective", "group_stats"
 REFERENCE = get_problem(SLUG).reference.read_text()

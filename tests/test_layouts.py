@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 import zipfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -120,7 +120,10 @@ def gradescope_class(root: Path) -> Path:
     export = root / "assignment_77_export"
     write(export / "submission_metadata.yml", METADATA)
     write(export / "submission_1001" / f"{SLUG}.py", REFERENCE)
-    write(export / "submission_1002" / "group_stats (1).py", "def group_stats(*a, **k):\n    return {}\n")
+    write(
+        export / "submission_1002" / "group_stats (1).py",
+        "def group_stats(*a, **k):\n    return {}\n",
+    )
     write(export / "submission_1002" / f"{SLUG}.py")
     return root
 
@@ -132,7 +135,7 @@ def test_gradescope_export_maps_every_group_member(tmp_path):
     assert set(students) == {"ada@example.edu", "grace@example.edu", "alan@example.edu"}
     ada = students["ada@example.edu"]
     assert ada.name == "Ada Lovelace" and ada.sid == "101"
-    assert ada.submitted_at == datetime(2026, 3, 14, 21, 10, 0, 123456, tzinfo=timezone.utc)
+    assert ada.submitted_at == datetime(2026, 3, 14, 21, 10, 0, 123456, tzinfo=UTC)
     assert students["grace@example.edu"].sources == ada.sources  # a group shares its files
     alan = students["alan@example.edu"]
     assert alan.submitted_at.utcoffset() == timedelta(hours=1)

@@ -97,7 +97,8 @@ def test_a_planted_solution_is_found_and_nothing_is_released(bundle, tmp_path):
     shutil.copytree(bundle, leaky)
     source = get_problem("grpo_objective").reference.read_text()
     (leaky / "problems" / "grpo_objective" / "hint.py").write_text(
-        source.replace("def grpo_objective(", "def helper("))  # renamed: found by its body
+        source.replace("def grpo_objective(", "def helper(")
+    )  # renamed: found by its body
     lines = [ln for ln in source.splitlines() if len(ln.strip()) > 30 and "def " not in ln]
     (leaky / "data.json").write_text(json.dumps({"file": "\n".join(lines)}))  # as the site does
     description = load_catalogue(get_problem("group_stats").dir)[0].description

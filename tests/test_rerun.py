@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from grader import provenance
 from grader.cli import main
 from grader.problems import KIT_ROOT, get_problem
-from grader import provenance
 from grader.provenance import plan
 from grader.submissions import Submission
 

@@ -37,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
     for path in paths:
         print(f"  wrote {path.relative_to(root)}")
     where = f" --root {args.root}" if args.root else ""
-    print(f"Fill in every TODO, then run `grpo-kit validate {args.slug}{where}` until every "
-          "check passes (README.md, 'Writing your own problem', walks through it).")
+    print(
+        f"Fill in every TODO, then run `grpo-kit validate {args.slug}{where}` until every "
+        "check passes (README.md, 'Writing your own problem', walks through it)."
+    )
     return 0

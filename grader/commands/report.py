@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
                     starters[slug] = ""
     report = write_report(args.grades, args.out, starters)
     groups = sum(len(g) for g in report.similar.values())
-    print(f"{report.students} students, {len(report.problems)} problems, {len(report.late)} "
-          f"late, {groups} groups of similar files -> {args.out / 'index.html'}")
+    print(
+        f"{report.students} students, {len(report.problems)} problems, {len(report.late)} "
+        f"late, {groups} groups of similar files -> {args.out / 'index.html'}"
+    )
     return 0
