@@ -85,10 +85,11 @@ class StudentProcess:
             raise frames.FrameError("it answered out of turn (it wrote to the grader's pipe)")
         return reply
 
-    def end(self) -> dict:
-        """Kill whatever is left of it and say how it ended ({"signal": n} or {"exited": n})."""
+    def end(self, wait_s: float = 0.0) -> dict:
+        """Kill whatever is left of it and say how it ended: {"signal": n} or {"exited": n},
+        or {"killed": True} if it was still running after `wait_s` seconds."""
         if self.ending is None:
-            self.ending = self.server.end(self.pid)
+            self.ending = self.server.end(self.pid, wait_s)
             for fd in (self.requests_fd, self.reader.fd, self.reader.output_fd):
                 if fd is not None:
                     with contextlib.suppress(OSError):
@@ -191,10 +192,10 @@ class ForkServer:
             raise GraderError("the sandbox did not start a student's process")
         return process
 
-    def end(self, pid: int) -> dict:
+    def end(self, pid: int, wait_s: float = 0.0) -> dict:
         if self.process.poll() is not None:
             return {"signal": int(signal.SIGKILL)}  # the whole sandbox is gone, and it with it
-        return self._ask({"op": "end", "pid": pid})
+        return self._ask({"op": "end", "pid": pid, "wait_s": wait_s})
 
     def close(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
