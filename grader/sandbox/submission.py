@@ -137,10 +137,9 @@ class SandboxRunner(Runner):
             reply = self.process.exchange(message, started + max(0.0, allowance))
         except frames.Late:
             raise self._fail(late) from None
-        except frames.Closed:
-            raise self._fail(
-                _ending(self.process.end(), self.filename, self.sandbox_limits)
-            ) from None
+        except frames.Closed:  # it died (give it a moment to be gone), or closed its pipe
+            ending = self.process.end(wait_s=1.0)
+            raise self._fail(_ending(ending, self.filename, self.sandbox_limits)) from None
         except (frames.FrameError, ValueError) as exc:
             raise self._fail(f"{self.filename} sent malformed data ({exc})") from None
         finally:
