@@ -98,9 +98,14 @@ def test_the_baseline_includes_the_completions_own_reward(impl):
 
 def test_equal_rewards_give_exactly_zero_even_with_eps_0(impl):
     # The mean of equal floats like 0.1 can be off by one ulp: that must not become +-0.8.
+    # A group with spread comes along, to be scored as usual.
     for value, size in [(0.0, 4), (1.0, 2), (0.1, 3), (0.7, 6), (0.2, 7)]:
-        got = impl.group_advantages(np.full(size, value), size, eps=0.0)
-        assert_exact_zeros(got, (size,), f"advantages of {size} rewards all equal to {value}")
+        spread = np.linspace(0.0, 1.0, size)
+        got = impl.group_advantages(np.concatenate([np.full(size, value), spread]), size, eps=0.0)
+        what = f"advantages of {size} rewards all equal to {value}, then {spread}"
+        assert_array(got, np.concatenate([np.zeros(size), expected_advantages([spread], 0.0)[0]]),
+                     atol=1e-12, what=what)  # fmt: skip
+        assert_exact_zeros(got[:size], (size,), what)
 
 
 def test_equal_rewards_give_exactly_zero_on_every_path(impl):
@@ -109,8 +114,11 @@ def test_equal_rewards_give_exactly_zero_on_every_path(impl):
         got = impl.group_advantages(rewards, 3, **kwargs)
         for row in (0, 2):
             assert_exact_zeros(got[row], (3,), f"advantages of row {row} with {kwargs}")
+        expected = expected_advantages(rewards[1:2], **kwargs)[0]
+        assert_array(got[1], expected, what=f"advantages of [0, 1, 2] with {kwargs}")
     got = impl.group_advantages(np.float32([0.1, 0.1, 0.1, 0.3]), 2, eps=0.0)
     assert_exact_zeros(got[:2], (2,), "float32 advantages of [0.1, 0.1]")
+    assert_array(got[2:], [-0.70710677, 0.70710677], rtol=1e-6, what="float32 advantages")
 
 
 def test_different_rewards_are_never_treated_as_equal(impl):
@@ -126,15 +134,17 @@ def test_a_std_that_underflows_gives_finite_advantages(impl):
     # or nan.
     s = math.sqrt(0.5)
     for rewards in ([1e-200, 2e-200], [0.0, 5e-324]):
-        got = impl.group_advantages(np.array(rewards), 2, eps=0.0)
-        zeros = isinstance(got, np.ndarray) and got.shape == (2,) and np.all(got == 0.0)
-        if not zeros:
-            assert_array(got, [-s, s], rtol=1e-6, what=f"advantages of {rewards} (or 0, 0)")
+        got = impl.group_advantages(np.array([*rewards, 0.0, 1.0]), 2, eps=0.0)
+        assert_array(got[2:], [-s, s], what="advantages of [0, 1] beside them")
+        if not np.all(got[:2] == 0.0):
+            assert_array(got[:2], [-s, s], rtol=1e-6, what=f"advantages of {rewards} (or 0, 0)")
 
 
 def test_groups_of_one_give_zero(impl):
     got = impl.group_advantages(np.array([3.0, -1.0, 0.5]), 1, eps=0.0)
     assert_exact_zeros(got, (3,), "advantages of groups of size 1")
+    got = impl.group_advantages(np.array([3.0, -1.0, 0.5]), 3, eps=0.0)
+    assert_array(got, expected_advantages([[3.0, -1.0, 0.5]], 0.0)[0], what="the same, G = 3")
     got = impl.group_advantages(np.array([[3.0], [-1.0]]), 1, scale_by_std=False)
     assert_exact_zeros(got, (2, 1), "Dr. GRPO advantages of groups of size 1")
 

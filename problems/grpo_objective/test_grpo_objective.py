@@ -129,8 +129,8 @@ def test_kl_direction_is_pi_theta_to_pi_ref(impl):
 
 
 def test_current_policy_is_ratio_times_old_policy(impl):
-    rhos, pi_old, pi_ref = [2.0, 0.5], [0.5, 0.5], [0.8, 0.2]
-    expected = -kl([1.0, 0.25], pi_ref)
+    rhos, pi_old, pi_ref = [2.0, 0.5], [0.5, 0.5], [0.3, 0.7]
+    expected = -kl([1.0, 0.25], pi_ref)  # pi_theta = [0.8, 0.2]: KL 0.53, not 0.087
     got = impl.grpo_objective(rhos, [0.0, 0.0], pi_old, pi_ref, beta=1.0)
     assert_scalar(got, expected, rel=1e-12, what="objective with pi_theta = rho * pi_old")
 
