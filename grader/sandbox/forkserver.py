@@ -112,7 +112,11 @@ class ForkServer:
             "switch_uids": sandboxed,
             "probe_uid": _next_uid(),
         }
-        program = [sys.executable, "-I", "-u", "-m", "grader.sandbox.zygote", json.dumps(config)]
+        # The kit's own folder first: the sandbox must run these very files, whatever copy of
+        # the kit the environment has installed.
+        boot = f"import sys; sys.path.insert(0, {str(bwrap.KIT_ROOT)!r}); " \
+               "from grader.sandbox.zygote import main; main()"  # fmt: skip
+        program = [sys.executable, "-I", "-u", "-c", boot, json.dumps(config)]
         command = bwrap.command(key.probes, key.reference, program) if sandboxed else program
         self.errors = tempfile.TemporaryFile()  # noqa: SIM115 - what the server says if it fails
         try:

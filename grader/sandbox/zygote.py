@@ -1,6 +1,6 @@
 """The fork server: a warm interpreter in the sandbox that forks a fresh process per student.
 
-Started by the grader (``forkserver.py``) as ``python -I -m grader.sandbox.zygote CONFIG``,
+Started by the grader (``forkserver.py``) running `main` with a JSON CONFIG argument,
 under bubblewrap when it is available, with a control socket (Unix, SOCK_SEQPACKET) whose
 descriptor number CONFIG gives. It imports numpy, and torch for torch problems, once; says it
 is ready; then answers the grader's requests one at a time:
@@ -200,7 +200,7 @@ class Server:
 
 
 def main() -> None:
-    config = json.loads(sys.argv[1])
+    config = json.loads(sys.argv[-1])
     control = socket.socket(fileno=int(config["control_fd"]))
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     _preimport(bool(config["torch"]))
