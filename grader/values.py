@@ -36,6 +36,9 @@ DTYPES = frozenset(
 )  # fmt: skip
 # torch dtypes numpy lacks travel as the raw bits of a numpy dtype of the same size.
 TORCH_BITS = {"bfloat16": "uint16"}
+# dtype -> its name, and name -> the little-endian dtype: looked up for every array.
+_NAMES = {np.dtype(name): name for name in DTYPES}
+_LITTLE = {name: np.dtype(name).newbyteorder("<") for name in DTYPES}
 
 
 class UnsupportedValue(TypeError):
@@ -57,8 +60,13 @@ def encode(value, depth: int = 0):
     """
     if depth > MAX_DEPTH:
         raise UnsupportedValue("the value is nested too deeply")
-    if value is None or type(value) is bool:
+    kind = type(value)
+    if value is None or kind is bool or kind is int:
         return value
+    if kind is float:
+        return value if math.isfinite(value) else {"__t": "float", "repr": repr(value)}
+    if kind is list:
+        return [encode(item, depth + 1) for item in value]
     if isinstance(value, np.ndarray):
         return {"__t": "ndarray", **_array_payload(value)}
     if isinstance(value, np.generic):
@@ -101,11 +109,12 @@ def encode(value, depth: int = 0):
 
 
 def _array_payload(array: np.ndarray) -> dict:
-    if array.dtype.name not in DTYPES:
+    name = _NAMES.get(array.dtype.newbyteorder("="))
+    if name is None:
         raise UnsupportedValue(f"arrays of dtype {array.dtype} cannot be graded")
-    little = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
+    little = np.ascontiguousarray(array, dtype=_LITTLE[name])
     return {
-        "dtype": array.dtype.name,
+        "dtype": name,
         "shape": list(array.shape),
         "data": base64.b64encode(little.tobytes()).decode("ascii"),
     }
@@ -228,11 +237,17 @@ def _decode_array(payload: dict, budget: Budget) -> np.ndarray:
         raise ProtocolError(f"bad array shape {str(shape)[:100]}")
     size = math.prod(shape)
     budget.spend(max(size, 1))
-    dtype = np.dtype(dtype_name).newbyteorder("<")
+    dtype = _LITTLE[dtype_name]
     raw = _b64(payload.get("data"), 4 * MAX_ELEMENTS * 8 // 3 + 4)
     if len(raw) != size * dtype.itemsize:
         raise ProtocolError("array data does not match its shape and dtype")
-    return np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="), copy=True).reshape(shape)
+    array = np.frombuffer(raw, dtype=dtype)
+    native = (
+        array.astype(dtype.newbyteorder("="), copy=True)
+        if sys.byteorder != "little"
+        else array.copy()
+    )
+    return native.reshape(shape)
 
 
 def _decode_tensor(obj: dict, budget: Budget):

@@ -19,8 +19,10 @@ def group_advantages(rewards, group_size: int, eps: float = 1e-8, scale_by_std: 
     result has the same shape. A group whose rewards are all equal gets exactly 0.
     """
     if not is_array_api_obj(rewards):
-        rewards = np.asarray(rewards, dtype=np.float64)
+        rewards = np.asarray(rewards)
     xp = array_namespace(rewards)
+    # Floating rewards keep their dtype (float32 stays float32); integers and bools, which
+    # have no fractions to hold an advantage, become float64.
     if not xp.isdtype(rewards.dtype, "real floating"):
         rewards = xp.astype(rewards, xp.float64)
     groups = as_groups(xp, rewards, group_size)

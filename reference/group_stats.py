@@ -1,4 +1,5 @@
-"""Reference solution: the statistics a GRPO trainer logs at every step, under TRL's names.
+"""Reference solution: the statistics a GRPO trainer logs at every step, under TRL's names
+(and one of the kit's own, the reward spread inside groups).
 
 Written against the array API: the browser problem passes numpy arrays, the trainer torch
 tensors; either way every value comes back as a Python float, ready for a logger.
@@ -54,7 +55,11 @@ def group_stats(
     std = xp.std(groups, axis=1, correction=1 if group_size > 1 else 0)
     stats = {
         "reward": float(xp.mean(groups)),
-        "reward_std": float(xp.mean(std)),  # mean over groups of each group's std
+        # TRL's reward_std (since TRL 0.27): the sample std of every reward of the batch, which
+        # mixes the spread between prompts with the spread inside groups. One reward: 0, not nan.
+        "reward_std": float(xp.std(groups, correction=1)) if n > 1 else 0.0,
+        # The kit's own: the spread inside groups alone, the only one GRPO learns from.
+        "within_group_reward_std": float(xp.mean(std)),
         "frac_reward_zero_std": float(xp.mean(xp.astype(std <= ZERO_STD_TOL, xp.float64))),
         # The mask counts every token up to and including EOS: each row sums to its length.
         "completions/mean_length": float(xp.mean(xp.sum(tokens, axis=1))),

@@ -9,11 +9,10 @@ policy generated, so neither ever raises on a malformed completion: it just scor
 
 from __future__ import annotations
 
-import math
 import numbers
 import re
 from collections.abc import Sequence
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
@@ -103,9 +102,14 @@ def _target(answer) -> Decimal | None:
     if isinstance(answer, numbers.Integral):
         return Decimal(int(answer))
     if isinstance(answer, numbers.Real):
-        value = float(answer)
-        # repr is the shortest string that round-trips: 0.1 becomes Decimal("0.1").
-        return Decimal(repr(value)) if math.isfinite(value) else None
+        # str() of a float is the shortest decimal that round-trips in the float's own
+        # precision: "0.1" for 0.1, and for np.float32(0.1) too, whose float64 value is
+        # 0.10000000149011612. Decimal(0.1) would be the binary value 0.1000000000000000055...
+        try:
+            value = Decimal(str(answer))
+        except InvalidOperation:  # a Real that does not print as a decimal, e.g. a Fraction
+            return None
+        return value if value.is_finite() else None
     if isinstance(answer, str):
         return parse_number(answer)
     return None

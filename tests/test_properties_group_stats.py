@@ -50,6 +50,20 @@ def test_zero_std_groups_are_the_groups_without_advantage(batch):
     assert got["frac_reward_zero_std"] == np.mean(no_signal)
 
 
+@settings(max_examples=150, deadline=None)
+@given(batches())
+def test_the_batch_spread_is_the_spread_inside_plus_between_groups(batch):
+    # Law of total variance, in sums of squares: (N - 1) reward_std^2 is the sum over groups of
+    # (G - 1) s_g^2 (inside) plus G (mean_g - mean)^2 (between).
+    rewards, group_size, mask, truncated, _, _ = batch
+    got = group_stats(rewards, group_size, mask, truncated)
+    groups = rewards.reshape(-1, group_size)
+    inside = np.sum((group_size - 1) * groups.var(axis=1, ddof=min(1, group_size - 1)))
+    between = group_size * np.sum((groups.mean(axis=1) - rewards.mean()) ** 2)
+    n = len(rewards)
+    assert abs((n - 1) * got["reward_std"] ** 2 - (inside + between)) < 1e-9
+
+
 @settings(max_examples=100, deadline=None)
 @given(batches(), st.randoms(use_true_random=False))
 def test_shuffling_inside_groups_changes_nothing(batch, random):

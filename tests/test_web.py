@@ -13,9 +13,9 @@ import zipfile
 import pytest
 
 from grader import assets, cli, site
+from grader.collect import OUTPUT_LIMIT
 from grader.problems import KIT_ROOT, all_problems
 from grader.serve import serve_in_thread
-from grader.collect import OUTPUT_LIMIT
 from grader.webrun import run_problem
 
 BROWSER_PROBLEMS = [p for p in all_problems() if p.runs_in_browser]

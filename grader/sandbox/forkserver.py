@@ -85,10 +85,11 @@ class StudentProcess:
             raise frames.FrameError("it answered out of turn (it wrote to the grader's pipe)")
         return reply
 
-    def end(self) -> dict:
-        """Kill whatever is left of it and say how it ended ({"signal": n} or {"exited": n})."""
+    def end(self, wait_s: float = 0.0) -> dict:
+        """Kill whatever is left of it and say how it ended: {"signal": n} or {"exited": n},
+        or {"killed": True} if it was still running after `wait_s` seconds."""
         if self.ending is None:
-            self.ending = self.server.end(self.pid)
+            self.ending = self.server.end(self.pid, wait_s)
             for fd in (self.requests_fd, self.reader.fd, self.reader.output_fd):
                 if fd is not None:
                     with contextlib.suppress(OSError):
@@ -111,7 +112,11 @@ class ForkServer:
             "switch_uids": sandboxed,
             "probe_uid": _next_uid(),
         }
-        program = [sys.executable, "-I", "-u", "-m", "grader.sandbox.zygote", json.dumps(config)]
+        # The kit's own folder first: the sandbox must run these very files, whatever copy of
+        # the kit the environment has installed.
+        boot = f"import sys; sys.path.insert(0, {str(bwrap.KIT_ROOT)!r}); " \
+               "from grader.sandbox.zygote import main; main()"  # fmt: skip
+        program = [sys.executable, "-I", "-u", "-c", boot, json.dumps(config)]
         command = bwrap.command(key.probes, key.reference, program) if sandboxed else program
         self.errors = tempfile.TemporaryFile()  # noqa: SIM115 - what the server says if it fails
         try:
@@ -191,10 +196,10 @@ class ForkServer:
             raise GraderError("the sandbox did not start a student's process")
         return process
 
-    def end(self, pid: int) -> dict:
+    def end(self, pid: int, wait_s: float = 0.0) -> dict:
         if self.process.poll() is not None:
             return {"signal": int(signal.SIGKILL)}  # the whole sandbox is gone, and it with it
-        return self._ask({"op": "end", "pid": pid})
+        return self._ask({"op": "end", "pid": pid, "wait_s": wait_s})
 
     def close(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -95,6 +95,8 @@ def limits_for(problem: Problem, options: dict | None = None) -> tuple[Limits, S
 
 
 def _ending(ending: dict, filename: str, limits: SandboxLimits) -> str:
+    if ending.get("killed"):  # still running when its pipe closed: it closed the pipe itself
+        return f"{filename} stopped answering (it closed its pipe to the grader)"
     number = ending.get("signal")
     if number == signal.SIGXCPU:
         return f"{filename} crashed: CPU time limit exceeded"
@@ -135,10 +137,9 @@ class SandboxRunner(Runner):
             reply = self.process.exchange(message, started + max(0.0, allowance))
         except frames.Late:
             raise self._fail(late) from None
-        except frames.Closed:
-            raise self._fail(
-                _ending(self.process.end(), self.filename, self.sandbox_limits)
-            ) from None
+        except frames.Closed:  # it died (give it a moment to be gone), or closed its pipe
+            ending = self.process.end(wait_s=1.0)
+            raise self._fail(_ending(ending, self.filename, self.sandbox_limits)) from None
         except (frames.FrameError, ValueError) as exc:
             raise self._fail(f"{self.filename} sent malformed data ({exc})") from None
         finally:

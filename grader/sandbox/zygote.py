@@ -1,6 +1,6 @@
 """The fork server: a warm interpreter in the sandbox that forks a fresh process per student.
 
-Started by the grader (``forkserver.py``) as ``python -I -m grader.sandbox.zygote CONFIG``,
+Started by the grader (``forkserver.py``) running `main` with a JSON CONFIG argument,
 under bubblewrap when it is available, with a control socket (Unix, SOCK_SEQPACKET) whose
 descriptor number CONFIG gives. It imports numpy, and torch for torch problems, once; says it
 is ready; then answers the grader's requests one at a time:
@@ -160,16 +160,24 @@ class Server:
         if pid not in self.children:
             return {"error": f"no student process {pid}"}
         uid, home = self.children.pop(pid)
+        # Had it ended before we came to end it? A process that just closed its pipes may still
+        # be on its way out: the grader says how long to give it.
+        deadline = time.monotonic() + min(float(request.get("wait_s", 0)), 5.0)
+        done, status = os.waitpid(pid, os.WNOHANG)
+        while not done and time.monotonic() < deadline:
+            time.sleep(0.005)
+            done, status = os.waitpid(pid, os.WNOHANG)
         if uid is not None:
             _kill_uid(uid)
         else:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
+        if not done:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
         shutil.rmtree(home, ignore_errors=True)
-        return _ending(status)
+        return _ending(status) if done else {"killed": True}
 
     def serve(self) -> None:
         while True:
@@ -192,7 +200,7 @@ class Server:
 
 
 def main() -> None:
-    config = json.loads(sys.argv[1])
+    config = json.loads(sys.argv[-1])
     control = socket.socket(fileno=int(config["control_fd"]))
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     _preimport(bool(config["torch"]))

@@ -14,11 +14,12 @@ def group_advantages(rewards, group_size, eps=1e-8, scale_by_std=True):
         scale_by_std: divide by (std + eps) when true; only subtract the mean when false.
 
     Returns:
-        A float numpy array of the same shape as `rewards`. A group whose rewards are all
-        equal (any group of size 1 included) gets advantages of exactly 0.
+        A float numpy array of the same shape as `rewards` (float rewards keep their dtype,
+        others give float64). A group whose rewards are all equal (any group of size 1
+        included) gets advantages of exactly 0.
 
     Raises:
-        ValueError: if group_size < 1, the rewards do not split into groups of group_size,
-            rewards has more than 2 dimensions, or a reward is not finite.
+        ValueError: if group_size is not a positive integer, the rewards do not split into
+            groups of group_size, rewards is not 1-D or 2-D, or a reward is not finite.
     """
     raise NotImplementedError("group_advantages is not implemented yet: write its body")

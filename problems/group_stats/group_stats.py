@@ -26,12 +26,14 @@ def group_stats(
         epsilon_high: the upper clipping range (None: epsilon).
 
     Returns:
-        A dict of Python floats with the keys "reward", "reward_std", "frac_reward_zero_std",
-        "completions/mean_length", "completions/clipped_ratio", plus "clip_ratio/low_mean",
-        "clip_ratio/high_mean" and "clip_ratio/region_mean" when ratios and advantages are given.
+        A dict of Python floats with the keys "reward", "reward_std" (the std of the whole
+        batch), "within_group_reward_std", "frac_reward_zero_std", "completions/mean_length",
+        "completions/clipped_ratio", plus "clip_ratio/low_mean", "clip_ratio/high_mean" and
+        "clip_ratio/region_mean" when ratios and advantages are given.
 
     Raises:
-        ValueError: for shapes that do not fit together, a group_size that does not split the
-            rewards, non-finite rewards, or ratios without advantages (or the reverse).
+        ValueError: for shapes that do not fit together, a group_size that is not a positive
+            integer dividing the number of rewards, empty or non-finite rewards, or ratios
+            without advantages (or the reverse).
     """
     raise NotImplementedError("group_stats is not implemented yet: write its body")

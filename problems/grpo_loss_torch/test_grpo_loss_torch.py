@@ -1,4 +1,9 @@
-"""Hidden tests for grpo_loss. The implementation arrives through the `impl` fixture."""
+"""Hidden tests for grpo_loss. The implementation arrives through the `impl` fixture.
+
+Values are checked by calling grpo_loss directly. Gradients exist only where the solution
+runs, so the probes in probes.py call backward there and send the gradients back; the tests
+compare them with the derivative of the statement's formula, written out below.
+"""
 
 import math
 
@@ -10,245 +15,401 @@ from problems.support.asserts import assert_tensor
 
 AGGREGATIONS = ["sequence", "token", "constant"]
 F64 = torch.float64
+FLOATS = ("logp", "logp_old", "logp_ref", "advantages")
 
 
-def random_case(seed: int, batch: int = 4, length: int = 5, empty_row: bool = False) -> dict:
-    """float64 tensors; ratios spread inside and outside the clip range."""
+def random_case(seed: int, batch: int = 4, length: int = 5, empty_row: bool = False,
+                dtype=F64) -> dict:  # fmt: skip
+    """Ratios spread inside and outside the clip range; completions are prefixes of rows."""
     g = torch.Generator().manual_seed(seed)
     logp = torch.log(torch.rand(batch, length, generator=g, dtype=F64) * 0.9 + 0.05)
     lengths = torch.randint(1, length + 1, (batch,), generator=g)
     if empty_row:
         lengths[1] = 0
-    return dict(
+    case = dict(
         logp=logp,
         logp_old=logp + 0.3 * torch.randn(batch, length, generator=g, dtype=F64),
         logp_ref=logp + 0.5 * torch.randn(batch, length, generator=g, dtype=F64),
         advantages=torch.randn(batch, generator=g, dtype=F64),
         mask=(torch.arange(length)[None, :] < lengths[:, None]).long(),
     )
+    return {k: v.to(dtype) if k in FLOATS else v for k, v in case.items()}
 
 
-def expected_loss(case, epsilon=0.2, beta=0.04, aggregation="sequence", epsilon_high=None,
-                  max_len=None, normalizer=None) -> float:  # fmt: skip
-    """The statement's formula in plain numpy."""
-    lp, lo, lr, a, m = (case[k].detach().double().numpy() for k in
-                        ("logp", "logp_old", "logp_ref", "advantages", "mask"))  # fmt: skip
-    keep = m == 1
-    lp, lo, lr = (np.where(keep, x, 0.0) for x in (lp, lo, lr))
+def with_garbage(case: dict, value: float) -> dict:
+    padding = case["mask"] == 0
+    return {k: v.masked_fill(padding, value) if k in FLOATS[:3] else v for k, v in case.items()}
+
+
+def token_terms(case, epsilon=0.2, beta=0.04, epsilon_high=None):
+    """Per token, in float64: the loss l and its derivative dl/dlogp (0 on padding).
+
+    l = -(min(rho A, clip(rho) A) - beta k3). The minimum follows rho A (derivative rho A)
+    unless the clipped term is the smaller one, and then rho is outside the range (derivative
+    0); d k3 / d logp = 1 - r.
+    """
+    keep = case["mask"] == 1
+    lp, lo, lr = (torch.where(keep, case[k].double(), 0.0) for k in FLOATS[:3])
+    a = case["advantages"].double()[:, None]
     high = epsilon if epsilon_high is None else epsilon_high
-    rho = np.exp(lp - lo)
-    surrogate = np.minimum(rho * a[:, None], np.clip(rho, 1 - epsilon, 1 + high) * a[:, None])
-    kl = np.exp(lr - lp) - (lr - lp) - 1
-    per_token = np.where(keep, -(surrogate - beta * kl), 0.0)
-    counts = keep.sum(axis=1)
-    if aggregation == "sequence":
-        total = (per_token.sum(axis=1) / np.maximum(counts, 1)).sum()
-        default = m.shape[0]
-    elif aggregation == "token":
-        total, default = per_token.sum(), max(counts.sum(), 1)
-    else:
-        total, default = per_token.sum(), m.shape[0] * (max_len or m.shape[1])
-    return float(total / (normalizer or default))
+    rho, log_r = torch.exp(lp - lo), lr - lp
+    r = torch.exp(log_r)
+    clipped = torch.clamp(rho, 1 - epsilon, 1 + high)
+    loss = -(torch.minimum(rho * a, clipped * a) - beta * (torch.expm1(log_r) - log_r))
+    unclipped_wins = rho * a <= clipped * a
+    slope = -torch.where(unclipped_wins, rho * a, 0.0) + beta * (1 - r)
+    return torch.where(keep, loss, 0.0), torch.where(keep, slope, 0.0)
 
 
-def token_weights(mask: torch.Tensor, aggregation: str, max_len=None) -> torch.Tensor:
-    """d loss / d (per-token loss): each token's weight in the aggregation."""
-    m = mask.to(F64)
+def weights(mask, aggregation, max_len=None, normalizer=None):
+    """d loss / d (token loss): each token's weight in the aggregation."""
+    m = (mask == 1).double()
+    counts = m.sum(dim=1, keepdim=True).clamp(min=1)
+    batch, length = m.shape
     if aggregation == "sequence":
-        return m / (m.sum(dim=1, keepdim=True).clamp(min=1) * m.shape[0])
+        return m / counts / (normalizer or batch)
     if aggregation == "token":
-        return m / m.sum().clamp(min=1)
-    return m / (m.shape[0] * (max_len or m.shape[1]))
+        return m / (normalizer or max(float(m.sum()), 1.0))
+    return m / (normalizer or batch * (max_len or length))
 
 
-def grad_of_logp(impl, case, **kwargs) -> torch.Tensor:
-    logp = case["logp"].clone().requires_grad_()
-    loss = impl.grpo_loss(**{**case, "logp": logp}, **kwargs)
-    loss.backward()
-    assert logp.grad is not None, "no gradient reached logp"
-    return logp.grad
+def expected(case, aggregation="sequence", max_len=None, normalizer=None, **settings):
+    """The loss and its gradient with respect to logp, both in float64."""
+    loss, slope = token_terms(case, **settings)
+    w = weights(case["mask"], aggregation, max_len, normalizer)
+    return (loss * w).sum(), slope * w
+
+
+def assert_gradient(got, expected_grad, rtol=1e-9, atol=1e-12, what="gradient of logp"):
+    assert got is not None, "no gradient reached logp: the loss is cut from its graph"
+    assert torch.isfinite(got).all(), f"{what} is not finite: {got}"
+    assert_tensor(got.double(), expected_grad, rtol=rtol, atol=atol, what=what)
+
+
+def backward(impl, case, **options):
+    """The probe's record of one call and backward pass, checked to be a usable 0-d loss."""
+    record = impl.probe.backward(case, **options)
+    loss = record["loss"]
+    assert loss.ndim == 0, f"the loss should be a 0-d tensor, got shape {tuple(loss.shape)}"
+    assert record["requires_grad"], "the loss is cut from the graph of logp: no gradient can flow"
+    return record
 
 
 @pytest.mark.parametrize("aggregation", AGGREGATIONS)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_value_matches_the_formula(impl, seed, aggregation):
     case = random_case(seed, empty_row=seed == 1)
-    got = impl.grpo_loss(**case, aggregation=aggregation, beta=0.1, epsilon_high=0.28)
-    expected = expected_loss(case, aggregation=aggregation, beta=0.1, epsilon_high=0.28)
-    assert_tensor(got, torch.tensor(expected, dtype=F64), rtol=1e-10, atol=1e-12)
+    settings = dict(beta=0.1, epsilon_high=0.28) if seed == 0 else dict(epsilon=0.3, beta=0.5)
+    got = impl.grpo_loss(**case, aggregation=aggregation, **settings)
+    loss, _ = expected(case, aggregation, **settings)
+    assert_tensor(got, loss, rtol=1e-10, atol=1e-12, what=f"{aggregation!r} loss")
 
 
 def test_defaults_are_epsilon_0_2_beta_0_04_and_sequence(impl):
     case = random_case(2)
-    assert_tensor(impl.grpo_loss(**case), torch.tensor(expected_loss(case), dtype=F64))
+    loss, grad = expected(case)
+    assert_tensor(impl.grpo_loss(**case), loss, rtol=1e-10, what="loss with the defaults")
+    assert_gradient(backward(impl, case)["grads"]["logp"], grad)
 
 
-def test_constant_aggregation_uses_max_len(impl):
+def test_max_len_is_used_by_constant_only(impl):
     case = random_case(3)
-    got = impl.grpo_loss(**case, aggregation="constant", max_len=8)
-    expected = expected_loss(case, aggregation="constant", max_len=8)
-    assert_tensor(got, torch.tensor(expected, dtype=F64))
+    for aggregation, max_len in (("constant", 8), ("constant", 5), ("sequence", 2), ("token", 9)):
+        got = impl.grpo_loss(**case, aggregation=aggregation, max_len=max_len)
+        loss, _ = expected(case, aggregation, max_len if aggregation == "constant" else None)
+        assert_tensor(got, loss, rtol=1e-10, what=f"{aggregation!r} loss with max_len {max_len}")
 
 
 def test_returns_a_0d_tensor_attached_to_the_graph(impl):
-    case = random_case(4)
-    case["logp"] = case["logp"].clone().requires_grad_()
-    loss = impl.grpo_loss(**case)
-    assert isinstance(loss, torch.Tensor), f"expected a tensor, got {type(loss).__name__}"
-    assert loss.ndim == 0, f"expected a 0-d tensor, got shape {tuple(loss.shape)}"
-    assert loss.requires_grad, "the loss is cut from the graph of logp: gradients cannot flow"
+    record = backward(impl, random_case(4))
+    assert isinstance(record["loss"], torch.Tensor)
+    assert record["grads"]["logp"] is not None, "backward() sent no gradient to logp"
 
 
-def test_keeps_float32(impl):
-    case = {k: v.float() if v.is_floating_point() else v for k, v in random_case(5).items()}
-    loss = impl.grpo_loss(**case)
-    assert loss.dtype == torch.float32, f"expected float32, got {loss.dtype}"
-    assert_tensor(loss, torch.tensor(expected_loss(case)), rtol=1e-5)
+def test_loss_dtype_is_the_promoted_dtype_of_the_inputs(impl):
+    # torch's promotion of logp, logp_old, logp_ref and advantages; the mask plays no part.
+    f32, f64, bf16 = torch.float32, torch.float64, torch.bfloat16
+    combinations = [  # (logp, logp_old, logp_ref, advantages, mask) -> loss
+        ((f32, f32, f32, f32, torch.int64), f32),
+        ((f64, f64, f64, f64, torch.float32), f64),
+        ((f32, f32, f32, f64, torch.bool), f64),
+        ((f32, f64, f32, f32, torch.int64), f64),
+        ((f64, f32, f32, f32, torch.float64), f64),
+        ((f32, f32, f32, f32, torch.float64), f32),
+        ((bf16, bf16, bf16, bf16, torch.int64), bf16),
+        ((bf16, f32, f32, f32, torch.bool), f32),
+    ]
+    case = random_case(5)
+    for dtypes, result in combinations:
+        typed = {k: case[k].to(d) for k, d in zip((*FLOATS, "mask"), dtypes, strict=True)}
+        for aggregation in AGGREGATIONS:
+            got = impl.grpo_loss(**typed, aggregation=aggregation)
+            assert got.dtype == result, (
+                f"inputs of dtypes {[str(d) for d in dtypes]} should give a {result} loss "
+                f"({aggregation!r}), got {got.dtype}"
+            )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_low_precision_losses_and_gradients(impl, dtype):
+    # Compared with float64 arithmetic on the same (rounded) inputs.
+    case = random_case(6, empty_row=True, dtype=dtype)
+    rtol = 1e-5 if dtype == torch.float32 else 3e-2
+    for aggregation in AGGREGATIONS:
+        record = backward(impl, case, aggregation=aggregation, beta=0.1)
+        loss, grad = expected(case, aggregation, beta=0.1)
+        assert record["loss"].dtype == dtype, f"expected a {dtype} loss, got {record['loss'].dtype}"
+        assert_tensor(record["loss"].double(), loss, rtol=rtol, atol=rtol, what="loss")
+        assert record["grads"]["logp"].dtype == dtype
+        assert_gradient(record["grads"]["logp"], grad, rtol=rtol, atol=rtol)
 
 
 @pytest.mark.parametrize("aggregation", AGGREGATIONS)
-def test_gradient_matches_finite_differences(impl, aggregation):
-    case = random_case(6, empty_row=True)
-    logp = case["logp"].clone().requires_grad_()
-    fixed = {k: v for k, v in case.items() if k != "logp"}
-
-    def loss_of(x):
-        return impl.grpo_loss(x, **fixed, aggregation=aggregation, beta=0.1, epsilon_high=0.28)
-
-    assert torch.autograd.gradcheck(loss_of, (logp,), eps=1e-6, atol=1e-7, rtol=1e-5)
+def test_gradient_is_the_derivative_of_the_formula(impl, aggregation):
+    # Ratios on both sides of the clip range, with either sign of the advantage.
+    case = random_case(7, batch=6, empty_row=True)
+    settings = dict(beta=0.1, epsilon_high=0.28)
+    record = backward(impl, case, aggregation=aggregation, **settings)
+    loss, grad = expected(case, aggregation, **settings)
+    assert_tensor(record["loss"], loss, rtol=1e-10, atol=1e-12, what="loss")
+    assert_gradient(record["grads"]["logp"], grad)
 
 
 @pytest.mark.parametrize("aggregation", AGGREGATIONS)
 def test_first_iteration_gradient_is_the_policy_gradient(impl, aggregation):
     # logp_old = logp.detach(): every ratio is 1, and d loss / d logp = -A * token weight.
-    case = random_case(7, empty_row=True)
-    case["logp_old"] = case["logp"].detach()
-    grad = grad_of_logp(impl, case, beta=0.0, aggregation=aggregation)
-    expected = -case["advantages"][:, None] * token_weights(case["mask"], aggregation)
-    assert_tensor(grad, expected, rtol=1e-10, atol=1e-12, what="gradient at ratio 1")
+    case = random_case(8, empty_row=True)
+    case["logp_old"] = case["logp"].clone()
+    record = backward(impl, case, beta=0.0, aggregation=aggregation)
+    policy_gradient = -case["advantages"][:, None] * weights(case["mask"], aggregation)
+    assert_gradient(record["grads"]["logp"], policy_gradient, what="gradient at ratio 1")
 
 
-def test_first_iteration_loss_is_about_zero_with_centered_advantages(impl):
-    case = random_case(8)
-    case["advantages"] = case["advantages"] - case["advantages"].mean()
-    case["logp_old"] = case["logp"].detach()
-    loss = impl.grpo_loss(**case, beta=0.0)
-    assert_tensor(loss, torch.tensor(0.0, dtype=F64), atol=1e-12, what="loss at ratio 1")
-    grad = grad_of_logp(impl, case, beta=0.0)
-    assert grad.abs().max() > 0.01, "the gradient at ratio 1 must not be zero"
+def test_first_iteration_loss_is_minus_the_mean_advantage(impl):
+    # "sequence", beta = 0, ratio 1: -(1/B) * the sum of A_i over the completions with tokens.
+    for empty_row in (False, True):
+        case = random_case(9, empty_row=empty_row)
+        case["advantages"] = case["advantages"] - case["advantages"].mean()
+        case["logp_old"] = case["logp"].clone()
+        has_tokens = case["mask"].any(dim=1)
+        minus_mean = -case["advantages"][has_tokens].sum() / len(has_tokens)
+        record = backward(impl, case, beta=0.0)
+        assert_tensor(record["loss"], minus_mean, atol=1e-12, what="loss at ratio 1")
+        assert record["grads"]["logp"].abs().max() > 0.01, "the gradient at ratio 1 is not zero"
 
 
 def test_first_iteration_gradient_includes_the_kl_term(impl):
     # d k3 / d logp = 1 - exp(logp_ref - logp), weighted by beta.
-    case = random_case(9)
-    case["logp_old"] = case["logp"].detach()
-    grad = grad_of_logp(impl, case, beta=0.5, aggregation="token")
+    case = random_case(10)
+    case["logp_old"] = case["logp"].clone()
+    record = backward(impl, case, beta=0.5, aggregation="token")
     a, lp, lr = case["advantages"][:, None], case["logp"], case["logp_ref"]
     per_token = -a + 0.5 * (1 - torch.exp(lr - lp))
-    expected = per_token * token_weights(case["mask"], "token")
-    assert_tensor(grad, expected, rtol=1e-10, atol=1e-12)
+    assert_gradient(record["grads"]["logp"], per_token * weights(case["mask"], "token"))
 
 
 def test_logp_old_is_treated_as_a_constant(impl):
-    # A caller passing the very same tensor as logp_old must still get the policy gradient.
-    case = random_case(10)
-    logp = case["logp"].clone().requires_grad_()
-    loss = impl.grpo_loss(logp, logp, case["logp_ref"], case["advantages"], case["mask"], beta=0.0)
-    loss.backward()
-    expected = -case["advantages"][:, None] * token_weights(case["mask"], "sequence")
-    assert_tensor(logp.grad, expected, rtol=1e-10, atol=1e-12, what="gradient with logp_old=logp")
+    # A caller passing the very tensor logp as logp_old (and logp_ref) must still get the
+    # policy gradient: undetached, the ratio would be exp(0) with a zero gradient.
+    case = random_case(11)
+    policy_gradient = -case["advantages"][:, None] * weights(case["mask"], "sequence")
+    for same in (("logp_old",), ("logp_old", "logp_ref")):
+        record = backward(impl, case, same_as_logp=same, beta=0.0)
+        assert_gradient(record["grads"]["logp"], policy_gradient, what=f"gradient with {same}=logp")
+    record = backward(impl, case, same_as_logp=("logp_old",), beta=0.3, aggregation="token")
+    _, grad = expected({**case, "logp_old": case["logp"]}, "token", beta=0.3)
+    assert_gradient(record["grads"]["logp"], grad, what="gradient with logp_old=logp, beta 0.3")
 
 
 def test_no_gradient_flows_into_old_ref_or_advantages(impl):
-    case = {k: v.clone().requires_grad_() if v.is_floating_point() else v
-            for k, v in random_case(11).items()}  # fmt: skip
-    impl.grpo_loss(**case).backward()
-    assert case["logp"].grad is not None, "no gradient reached logp"
-    for name in ("logp_old", "logp_ref", "advantages"):
-        assert case[name].grad is None, f"{name} received a gradient: it must be detached"
-
-
-@pytest.mark.parametrize("aggregation", AGGREGATIONS)
-@pytest.mark.parametrize("garbage", [math.nan, math.inf, -math.inf], ids=str)
-def test_padding_reaches_neither_the_loss_nor_the_gradient(impl, aggregation, garbage):
     case = random_case(12)
-    clean = impl.grpo_loss(**case, aggregation=aggregation)
-    padding = case["mask"] == 0
-    assert padding.any()
-    dirty = {**case}
-    for name in ("logp", "logp_old", "logp_ref"):
-        dirty[name] = case[name].masked_fill(padding, garbage)
-    assert_tensor(impl.grpo_loss(**dirty, aggregation=aggregation), clean, what="loss")
-    grad = grad_of_logp(impl, dirty, aggregation=aggregation)
-    assert torch.isfinite(grad).all(), f"non-finite gradient with {garbage} in the padding"
-    assert torch.all(grad[padding] == 0), "padding positions must get a zero gradient"
+    for aggregation in AGGREGATIONS:
+        record = backward(impl, case, grad=FLOATS, aggregation=aggregation, beta=0.2)
+        _, grad = expected(case, aggregation, beta=0.2)
+        assert_gradient(record["grads"]["logp"], grad)
+        for name in FLOATS[1:]:
+            assert record["grads"][name] is None, (
+                f"{name} received a gradient: it is a constant of the step, detach it"
+            )
+
+
+# One token each: (logp, logp_old, logp_ref, advantage, beta). Ratios and log ratios far
+# beyond any clamp a library applies, and log-probs whose probabilities are 0 in float64.
+EXTREMES = [
+    (math.log(5.0) - 1.0, -1.0, -1.0, 1.0, 0.0),  # rho = 5, A > 0: clipped
+    (math.log(20.0) - 3.0, -3.0, -3.0, -2.0, 0.0),  # rho = 20, A < 0: the full ratio
+    (-1.0, -26.0, -1.0, -1.0, 0.0),  # rho = e^25, A < 0
+    (-26.0, -1.0, -26.0, 1.0, 0.0),  # rho = e^-25, A > 0
+    (-26.0, -26.0, -1.0, 0.0, 0.04),  # r = e^25
+    (-1.0, -1.0, -26.0, 0.0, 0.04),  # r = e^-25
+    (-800.0, -800.0, -800.0, 1.5, 0.04),  # probabilities e^-800 = 0: rho = r = 1
+    (-800.0, -790.0, -805.0, -1.0, 0.04),  # rho = e^-10, r = e^-5
+]
+
+
+def test_extreme_ratios_are_not_clamped(impl):
+    # Each token in a padded batch of two rows, the second one empty, in every aggregation.
+    nan = math.nan
+    for logp, logp_old, logp_ref, advantage, beta in EXTREMES:
+        case = dict(logp=torch.tensor([[logp, nan], [nan, nan]], dtype=F64),
+                    logp_old=torch.tensor([[logp_old, nan], [nan, nan]], dtype=F64),
+                    logp_ref=torch.tensor([[logp_ref, nan], [nan, nan]], dtype=F64),
+                    advantages=torch.tensor([advantage, 1.0], dtype=F64),
+                    mask=torch.tensor([[1, 0], [0, 0]]))  # fmt: skip
+        what = f"logp {logp:g}, logp_old {logp_old:g}, logp_ref {logp_ref:g}, A = {advantage:g}"
+        for aggregation in AGGREGATIONS:
+            record = backward(impl, case, aggregation=aggregation, beta=beta)
+            loss, grad = expected(case, aggregation, beta=beta)
+            assert_tensor(record["loss"], loss, rtol=1e-9, atol=0.0,
+                          what=f"{aggregation!r} loss for {what}")  # fmt: skip
+            assert_gradient(record["grads"]["logp"], grad, atol=0.0,
+                            what=f"{aggregation!r} gradient for {what}")  # fmt: skip
+
+
+def test_tokens_with_a_zero_loss_still_count(impl):
+    # A = 0 and pi_ref = pi_theta give token losses of exactly 0; the mask still counts them.
+    logp = torch.log(torch.tensor([[0.5, 0.4, 0.3], [0.2, 0.6, 0.7], [0.3, 0.3, 0.3]], dtype=F64))
+    case = dict(logp=logp, logp_old=logp.clone(), logp_ref=logp.clone(),
+                advantages=torch.tensor([0.0, 2.0, 0.0], dtype=F64),
+                mask=torch.tensor([[1, 1, 1], [1, 0, 0], [1, 1, 0]]))  # fmt: skip
+    for aggregation, value in (("sequence", -2 / 3), ("token", -2 / 6), ("constant", -2 / 9)):
+        record = backward(impl, case, aggregation=aggregation)
+        assert_tensor(record["loss"], torch.tensor(value, dtype=F64), what=f"{aggregation!r} loss")
+        assert_gradient(record["grads"]["logp"], expected(case, aggregation)[1])
+
+
+def test_batch_without_tokens_gives_zero_and_zero_gradients(impl):
+    case = random_case(13)
+    case["mask"] = torch.zeros_like(case["mask"])
+    case = with_garbage(case, math.nan)
+    for aggregation in AGGREGATIONS:
+        record = backward(impl, case, aggregation=aggregation)
+        assert_tensor(record["loss"], torch.tensor(0.0, dtype=F64), what=f"{aggregation!r} loss")
+        assert_gradient(record["grads"]["logp"], torch.zeros(4, 5, dtype=F64))
 
 
 @pytest.mark.parametrize("aggregation", AGGREGATIONS)
-def test_micro_batches_with_the_normalizer_give_the_whole_batch_gradient(impl, aggregation):
-    case = random_case(13, batch=6, length=5, empty_row=True)
+def test_padding_reaches_neither_the_loss_nor_the_gradient(impl, aggregation):
+    case = random_case(14, empty_row=True)
+    loss, grad = expected(case, aggregation)
+    for garbage in (math.nan, math.inf, -math.inf, 1e6):
+        dirty = with_garbage(case, garbage)
+        assert_tensor(impl.grpo_loss(**dirty, aggregation=aggregation), loss, rtol=1e-10,
+                      what=f"loss with {garbage} in the padding")  # fmt: skip
+        record = backward(impl, dirty, aggregation=aggregation)
+        assert_gradient(record["grads"]["logp"], grad, what=f"gradient with {garbage} padding")
+
+
+@pytest.mark.parametrize("aggregation", AGGREGATIONS)
+def test_micro_batches_with_the_normalizer_give_the_whole_batch(impl, aggregation):
+    # Rows 1 (empty) and 4-5 (made empty) put micro-batches without tokens in the split.
+    case = random_case(15, batch=6, length=5, empty_row=True)
+    case["mask"][4:] = 0
     batch, length = case["mask"].shape
-    normalizer = {
-        "sequence": batch,
-        "token": int(case["mask"].sum()),
-        "constant": batch * length,
-    }[aggregation]
-    whole_grad = grad_of_logp(impl, case, aggregation=aggregation)
-    whole_loss = impl.grpo_loss(**case, aggregation=aggregation)
-
-    logp = case["logp"].clone().requires_grad_()
-    total = 0.0
-    for rows in (slice(0, 1), slice(1, 4), slice(4, 6)):
-        part = {k: v[rows] for k, v in {**case, "logp": logp}.items()}
-        loss = impl.grpo_loss(**part, aggregation=aggregation, normalizer=normalizer)
-        loss.backward()  # gradients accumulate in logp.grad, as in gradient accumulation
-        total += loss.detach()
-    assert_tensor(total, whole_loss.detach(), rtol=1e-10, atol=1e-12, what="sum of micro-losses")
-    assert_tensor(logp.grad, whole_grad, rtol=1e-10, atol=1e-12, what="accumulated gradient")
+    normalizer = {"sequence": batch, "token": int(case["mask"].sum()),
+                  "constant": batch * length}[aggregation]  # fmt: skip
+    loss, grad = expected(case, aggregation, beta=0.1)
+    record = impl.probe.micro_batches(
+        case,
+        [(0, 1), (1, 2), (2, 4), (4, 6)],
+        aggregation=aggregation,
+        normalizer=normalizer,
+        beta=0.1,
+    )
+    total = sum(record["losses"])
+    assert_tensor(total, loss, rtol=1e-10, atol=1e-12, what="sum of the micro-batch losses")
+    assert_gradient(record["grad"], grad, what="accumulated gradient")
 
 
-def test_normalizer_replaces_the_token_count(impl):
-    case = random_case(14)
-    got = impl.grpo_loss(**case, aggregation="token", normalizer=100.0)
-    expected = expected_loss(case, aggregation="token", normalizer=100.0)
-    assert_tensor(got, torch.tensor(expected, dtype=F64), rtol=1e-10)
+def test_normalizer_replaces_the_denominator(impl):
+    case = random_case(16, empty_row=True)
+    for aggregation in AGGREGATIONS:
+        for normalizer in (100.0, 7, np.float64(2.5)):
+            loss, grad = expected(case, aggregation, normalizer=float(normalizer))
+            record = backward(impl, case, aggregation=aggregation, normalizer=normalizer)
+            what = f"{aggregation!r} loss with normalizer {normalizer!r}"
+            assert_tensor(record["loss"], loss, rtol=1e-10, what=what)
+            assert_gradient(record["grads"]["logp"], grad, what=f"gradient, {what}")
 
 
-def test_accepts_boolean_masks(impl):
-    case = random_case(15)
-    expected = impl.grpo_loss(**case, aggregation="token")
-    got = impl.grpo_loss(**{**case, "mask": case["mask"].bool()}, aggregation="token")
-    assert_tensor(got, expected, what="loss with a boolean mask")
+def test_accepts_boolean_float_and_integer_masks(impl):
+    case = random_case(17, empty_row=True)
+    loss, _ = expected(case, "token")
+    for dtype in (torch.bool, torch.float32, torch.float64, torch.int32, torch.uint8):
+        got = impl.grpo_loss(**{**case, "mask": case["mask"].to(dtype)}, aggregation="token")
+        assert_tensor(got, loss, rtol=1e-10, what=f"loss with a {dtype} mask")
 
 
-def test_numpy_inputs_raise_type_error(impl):
-    case = {k: v.numpy() for k, v in random_case(16).items()}
-    with pytest.raises(TypeError):
-        impl.grpo_loss(**case)
+def test_accepts_numpy_scalars_and_integer_advantages(impl):
+    case = random_case(18, empty_row=True)
+    case["advantages"] = torch.tensor([1, -2, 0, 3])
+    settings = dict(epsilon=np.float64(0.25), beta=np.float64(0.1), epsilon_high=np.float64(0.3))
+    loss, _ = expected(case, "constant", max_len=8, **{k: float(v) for k, v in settings.items()})
+    got = impl.grpo_loss(**case, aggregation="constant", max_len=np.int64(8), **settings)
+    assert_tensor(got, loss, rtol=1e-10, what="loss with integer advantages and numpy scalars")
+
+
+def test_inputs_that_are_not_tensors_raise_type_error(impl):
+    case = random_case(19)
+    for name in (*FLOATS, "mask"):
+        for replacement in (case[name].numpy(), case[name].tolist()):
+            with pytest.raises(TypeError):
+                impl.grpo_loss(**{**case, name: replacement})
+                pytest.fail(f"{name} as a {type(replacement).__name__} was accepted")
 
 
 def test_unknown_aggregation_raises_value_error(impl):
-    with pytest.raises(ValueError):
-        impl.grpo_loss(**random_case(17), aggregation="dapo")
+    for aggregation in ("dapo", "mean", "Token", ""):
+        with pytest.raises(ValueError):
+            impl.grpo_loss(**random_case(20), aggregation=aggregation)
+            pytest.fail(f"aggregation {aggregation!r} was accepted")
 
 
 def test_mismatched_shapes_raise_value_error(impl):
-    case = random_case(18)
-    with pytest.raises(ValueError):
-        impl.grpo_loss(**{**case, "advantages": case["advantages"][:1]})
+    case = random_case(21)
+    bad = {
+        "logp": [case["logp"][0], case["logp"][..., None]],
+        "logp_old": [case["logp_old"][:, :3], case["logp_old"][:1], case["logp_old"].T],
+        "logp_ref": [case["logp_ref"][:2], case["logp_ref"][:, :1]],
+        "advantages": [case["advantages"][:1], case["advantages"][:, None], case["advantages"][0]],
+        "mask": [case["mask"][:, :4], case["mask"][:1]],
+    }
+    for name, replacements in bad.items():
+        for replacement in replacements:
+            with pytest.raises(ValueError):
+                impl.grpo_loss(**{**case, name: replacement})
+                pytest.fail(f"{name} of shape {tuple(replacement.shape)} was accepted")
+
+
+def test_mask_that_is_not_zero_or_one_raises_value_error(impl):
+    case = random_case(22)
+    for value in (2, -1, 0.5):
+        mask = case["mask"].double()
+        mask[0, 0] = value
+        with pytest.raises(ValueError):
+            impl.grpo_loss(**{**case, "mask": mask})
+            pytest.fail(f"a mask holding {value} was accepted")
+
+
+def test_max_len_shorter_than_t_or_a_non_positive_normalizer_raises_value_error(impl):
+    case = random_case(23)
+    for options in (dict(aggregation="constant", max_len=4), dict(normalizer=0.0),
+                    dict(aggregation="token", normalizer=-5)):  # fmt: skip
+        with pytest.raises(ValueError):
+            impl.grpo_loss(**case, **options)
+            pytest.fail(f"{options} was accepted")
 
 
 def test_does_not_modify_its_inputs(impl):
-    case = random_case(19)
-    case["logp"][case["mask"] == 0] = math.nan
-    copies = {k: v.clone() for k, v in case.items()}
-    impl.grpo_loss(**case, aggregation="token")
-    for name, tensor in case.items():
-        torch.testing.assert_close(
-            tensor,
-            copies[name],
-            rtol=0,
-            atol=0,
-            equal_nan=True,
-            msg=f"{name} was modified in place",
-        )
+    case = with_garbage(random_case(24, empty_row=True), math.nan)
+    calls = [({"aggregation": a}, None) for a in AGGREGATIONS]
+    calls += [({"aggregation": "constant", "max_len": 2}, ValueError)]
+    for kwargs, error in calls:
+        seen = impl.grpo_loss.observe(**case, **kwargs)
+        if error is None and seen.error is not None:
+            raise seen.error
+        if error is not None:
+            assert isinstance(seen.error, error), f"expected {error.__name__}, got {seen.error!r}"
+        for name, tensor in case.items():
+            torch.testing.assert_close(seen.kwargs[name], tensor, rtol=0, atol=0, equal_nan=True,
+                                       msg=f"{name} was modified in place ({kwargs})")  # fmt: skip

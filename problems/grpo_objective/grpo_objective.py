@@ -15,9 +15,9 @@ def grpo_objective(rhos, A, pi_theta_old, pi_theta_ref, epsilon=0.2, beta=0.01) 
         beta: the weight of the KL penalty.
 
     Returns:
-        The objective as a Python float.
+        The objective as a Python float (computed in float64).
 
     Raises:
-        ValueError: if the four sequences do not all have the same length.
+        ValueError: unless the four sequences are all 1-D with one same length G >= 1.
     """
     raise NotImplementedError("grpo_objective is not implemented yet: write its body")

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from problems.support import cases
 from problems.support.asserts import assert_scalar
 
 EXAMPLE = dict(
@@ -15,6 +16,10 @@ EXAMPLE = dict(
     epsilon=0.2,
     beta=0.01,
 )
+EXAMPLE_VALUE = 1.032748929359358
+CASES = cases.load(__file__)
+VALUE_CASES = [c for c in CASES if c.raises is None]
+ERROR_CASES = [c for c in CASES if c.raises is not None]
 
 
 def kl(p, q):
@@ -23,23 +28,35 @@ def kl(p, q):
     return float(np.sum(p * np.log(p / q + 1e-10)))
 
 
+def surrogate_term(rho, a, epsilon=0.2):
+    """One output's term, written out case by case rather than with min and clip."""
+    if a > 0 and rho > 1 + epsilon:
+        return (1 + epsilon) * a  # the gain stops at the clip
+    if a < 0 and rho < 1 - epsilon:
+        return (1 - epsilon) * a  # the loss stops at the clip
+    return rho * a  # everywhere else the unclipped term is the smaller one
+
+
+def objective(rhos, A, pi_old, pi_ref, epsilon=0.2, beta=0.01):
+    terms = [surrogate_term(r, a, epsilon) for r, a in zip(rhos, A, strict=True)]
+    return sum(terms) / len(terms) - beta * kl(np.multiply(rhos, pi_old), pi_ref)
+
+
 def test_reference_example(impl):
     assert_scalar(impl.grpo_objective(**EXAMPLE), 1.032749, abs=5e-7)
 
 
-def test_returns_a_python_float(impl):
-    got = impl.grpo_objective(**EXAMPLE)
-    assert isinstance(got, float), f"expected a float, got {type(got).__name__}"
-
-
-def test_accepts_numpy_arrays(impl):
-    arrays = {k: np.asarray(v) if isinstance(v, list) else v for k, v in EXAMPLE.items()}
-    assert_scalar(impl.grpo_objective(**arrays), 1.032749, abs=5e-7)
+def test_second_example_clips_a_large_ratio(impl):
+    got = impl.grpo_objective([3.0], [2.0], [0.5], [0.5], epsilon=0.2, beta=0.0)
+    assert_scalar(got, 1.2 * 2.0, what="objective for rho = 3, A = 2")
 
 
 def test_defaults_are_epsilon_0_2_and_beta_0_01(impl):
     positional = [EXAMPLE[k] for k in ("rhos", "A", "pi_theta_old", "pi_theta_ref")]
-    assert_scalar(impl.grpo_objective(*positional), 1.032749, abs=5e-7)
+    assert_scalar(impl.grpo_objective(*positional), EXAMPLE_VALUE, rel=1e-12)
+    # The ratio 1.3 is clipped by the default epsilon; beta = 0.01 weighs a KL of log 2.
+    got = impl.grpo_objective([1.3, 1.0], [1.0, 0.0], [1.0, 1e-9], [1.0, 1.0])
+    assert_scalar(got, 1.2 / 2 - 0.01 * kl([1.3, 1e-9], [1.0, 1.0]), rel=1e-12)
 
 
 def test_matching_policies_give_zero_kl_and_the_mean_advantage(impl):
@@ -49,25 +66,29 @@ def test_matching_policies_give_zero_kl_and_the_mean_advantage(impl):
     assert_scalar(got, float(np.mean(A)), abs=1e-8, what="objective with rho = 1 and pi = pi_ref")
 
 
-def test_large_ratio_with_positive_advantage_is_clipped(impl):
-    got = impl.grpo_objective([3.0], [2.0], [0.5], [0.5], epsilon=0.2, beta=0.0)
-    assert_scalar(got, 1.2 * 2.0, what="objective for rho = 3, A = 2")
+@pytest.mark.parametrize("A", [2.0, -1.0], ids=["A>0", "A<0"])
+def test_the_clip_counts_only_where_it_lowers_the_objective(impl, A):
+    # With A > 0 the gain stops at 1 + epsilon; with A < 0 the loss stops at 1 - epsilon, but a
+    # ratio far above the range (5, 20, e^25: no second "dual" clip) costs its full rho * A.
+    for rho in [1e-6, 0.1, 0.5, 0.8, 0.95, 1.0, 1.15, 1.2, 1.5, 3.0, 5.0, 20.0, math.exp(25)]:
+        got = impl.grpo_objective([rho], [A], [0.5], [0.5], epsilon=0.2, beta=0.0)
+        assert_scalar(got, surrogate_term(rho, A), rel=1e-12, what=f"objective for rho = {rho:g}")
 
 
-def test_small_ratio_with_negative_advantage_is_clipped(impl):
-    got = impl.grpo_objective([0.1], [-1.0], [0.5], [0.5], epsilon=0.2, beta=0.0)
-    assert_scalar(got, -0.8, what="objective for rho = 0.1, A = -1")
+def test_the_minimum_is_taken_per_output_then_averaged(impl):
+    # Per output: min(3, 1.2) = 1.2 and min(-3, -1.2) = -3, mean -0.9. The minimum of the two
+    # group means, min(0, 0), would be 0.
+    got = impl.grpo_objective([3.0, 3.0], [1.0, -1.0], [0.5, 0.5], [0.5, 0.5], beta=0.0)
+    assert_scalar(got, -0.9, rel=1e-12, what="objective of rho = [3, 3], A = [1, -1]")
+    got = impl.grpo_objective([0.5, 1.5], [1.0, -1.0], [0.5, 0.5], [0.5, 0.5], beta=0.0)
+    assert_scalar(got, -0.5, rel=1e-12, what="objective of rho = [0.5, 1.5], A = [1, -1]")
 
 
-def test_large_ratio_with_negative_advantage_is_not_clipped(impl):
-    # The minimum keeps the full penalty when a bad output became much more likely.
-    got = impl.grpo_objective([3.0], [-1.0], [0.5], [0.5], epsilon=0.2, beta=0.0)
-    assert_scalar(got, -3.0, what="objective for rho = 3, A = -1")
-
-
-def test_small_ratio_with_positive_advantage_is_not_clipped(impl):
-    got = impl.grpo_objective([0.5], [1.0], [0.5], [0.5], epsilon=0.2, beta=0.0)
-    assert_scalar(got, 0.5, what="objective for rho = 0.5, A = 1")
+def test_outputs_with_zero_advantage_count_in_the_mean(impl):
+    # G is every output of the group, including those with A = 0 (their term is 0).
+    got = impl.grpo_objective([1.5, 0.7, 1.0, 3.0], [2.0, 0.0, 0.0, 0.0], [1.0] * 4, [1.0] * 4,
+                              beta=0.0)  # fmt: skip
+    assert_scalar(got, 1.2 * 2.0 / 4, rel=1e-12, what="objective with three zero advantages")
 
 
 def test_epsilon_sets_the_clip_range(impl):
@@ -75,6 +96,11 @@ def test_epsilon_sets_the_clip_range(impl):
         [2.0, 0.2], [1.0, -1.0], [1.0, 1.0], [1.0, 1.0], epsilon=0.5, beta=0.0
     )
     assert_scalar(got, (1.5 * 1.0 + 0.5 * -1.0) / 2, what="objective with epsilon = 0.5")
+    for epsilon in (0.01, 0.3, 0.99):
+        rhos, A = [0.005, 0.9, 1.1, 1.5, 2.5], [-1.0, -2.0, 3.0, 0.5, 1.0]
+        got = impl.grpo_objective(rhos, A, [1.0] * 5, [1.0] * 5, epsilon=epsilon, beta=0.0)
+        expected = np.mean([surrogate_term(r, a, epsilon) for r, a in zip(rhos, A, strict=True)])
+        assert_scalar(got, expected, rel=1e-12, what=f"objective with epsilon = {epsilon}")
 
 
 def test_surrogate_is_a_mean_over_the_group(impl):
@@ -86,12 +112,12 @@ def test_kl_is_computed_between_normalized_policies(impl):
     rhos, pi_old, pi_ref = [1.5, 0.7, 1.0], [0.2, 0.5, 0.3], [0.6, 0.3, 0.1]
     A = [0.0, 0.0, 0.0]
     expected = -0.2 * kl(np.multiply(rhos, pi_old), pi_ref)
-    assert_scalar(impl.grpo_objective(rhos, A, pi_old, pi_ref, beta=0.2), expected)
+    assert_scalar(impl.grpo_objective(rhos, A, pi_old, pi_ref, beta=0.2), expected, rel=1e-12)
     # Scaling the inputs by a constant describes the same distributions.
     scaled = impl.grpo_objective(
         rhos, A, [10 * p for p in pi_old], [7 * p for p in pi_ref], beta=0.2
     )
-    assert_scalar(scaled, expected, what="objective with rescaled probabilities")
+    assert_scalar(scaled, expected, rel=1e-12, what="objective with rescaled probabilities")
 
 
 def test_kl_direction_is_pi_theta_to_pi_ref(impl):
@@ -99,13 +125,29 @@ def test_kl_direction_is_pi_theta_to_pi_ref(impl):
     forward = kl(pi_old, pi_ref)
     assert not math.isclose(forward, kl(pi_ref, pi_old), rel_tol=1e-3)
     got = impl.grpo_objective(rhos, [0.0] * 3, pi_old, pi_ref, beta=1.0)
-    assert_scalar(got, -forward, what="objective = -KL(pi_theta || pi_ref)")
+    assert_scalar(got, -forward, rel=1e-12, what="objective = -KL(pi_theta || pi_ref)")
 
 
 def test_current_policy_is_ratio_times_old_policy(impl):
-    rhos, pi_old, pi_ref = [2.0, 0.5], [0.5, 0.5], [0.8, 0.2]
-    expected = -kl([1.0, 0.25], pi_ref)
-    assert_scalar(impl.grpo_objective(rhos, [0.0, 0.0], pi_old, pi_ref, beta=1.0), expected)
+    rhos, pi_old, pi_ref = [2.0, 0.5], [0.5, 0.5], [0.3, 0.7]
+    expected = -kl([1.0, 0.25], pi_ref)  # pi_theta = [0.8, 0.2]: KL 0.53, not 0.087
+    got = impl.grpo_objective(rhos, [0.0, 0.0], pi_old, pi_ref, beta=1.0)
+    assert_scalar(got, expected, rel=1e-12, what="objective with pi_theta = rho * pi_old")
+
+
+def test_the_kl_term_is_exactly_the_formula_with_its_1e_10(impl):
+    # Equal policies: each log is log(1 + 1e-10), so the KL is about 1e-10, not 0; a large
+    # beta makes that visible.
+    pi = [0.25, 0.25, 0.5]
+    got = impl.grpo_objective([1.0] * 3, [0.0] * 3, pi, pi, beta=1e6)
+    assert_scalar(got, -1e6 * math.log1p(1e-10), rel=1e-6, what="objective with beta = 1e6")
+
+
+def test_a_probability_that_underflows_to_zero_gives_a_finite_objective(impl):
+    # rho * pi_old = 1e-200 * 1e-200 underflows to 0: the 1e-10 inside the log keeps
+    # 0 * log(0) out of the sum.
+    got = impl.grpo_objective([1e-200, 1.0], [0.0, 1.0], [1e-200, 1.0], [1.0, 1.0], beta=1.0)
+    assert_scalar(got, 0.5 - math.log(2.0), rel=1e-9, what="objective with pi_theta = [0, 1]")
 
 
 def test_larger_beta_lowers_the_objective_when_kl_is_positive(impl):
@@ -115,29 +157,67 @@ def test_larger_beta_lowers_the_objective_when_kl_is_positive(impl):
     assert_scalar(low - high, 0.49 * kl([1.08, 0.88, 1.1], [1.0, 0.5, 1.5]), what="low - high")
 
 
-@pytest.mark.parametrize(
-    "lengths",
-    # Length-1 inputs would silently broadcast in numpy: they must be rejected too.
-    [
-        (3, 2, 3, 3),
-        (3, 3, 2, 3),
-        (3, 3, 3, 4),
-        (2, 3, 3, 3),
-        (1, 3, 3, 3),
-        (3, 1, 3, 3),
-        (3, 3, 3, 1),
-    ],
-    ids=str,
-)
-def test_length_mismatch_raises_value_error(impl, lengths):
-    rhos, A, pi_old, pi_ref = ([1.0] * n for n in lengths)
+def test_random_groups_match_the_formula(impl):
+    rng = np.random.default_rng(7)
+    for G in (1, 2, 7, 200):
+        rhos = np.exp(rng.normal(0.0, 0.6, G))  # ratios from about 0.2 to 5
+        A = rng.normal(size=G) * (rng.random(G) < 0.8)  # some advantages exactly 0
+        pi_old, pi_ref = rng.random(G) + 0.01, rng.random(G) + 0.01
+        epsilon, beta = rng.uniform(0.05, 0.5), rng.uniform(0.0, 0.2)
+        expected = objective(rhos, A, pi_old, pi_ref, epsilon, beta)
+        got = impl.grpo_objective(rhos, A, pi_old, pi_ref, epsilon=epsilon, beta=beta)
+        assert_scalar(got, expected, rel=1e-10, abs=1e-12, what=f"objective of a group of {G}")
+
+
+@pytest.mark.parametrize("case", VALUE_CASES, ids=cases.ids(VALUE_CASES))
+def test_table(impl, case):
+    assert_scalar(case.run(impl), case.expected, rel=1e-10, abs=1e-12, what=case.about)
+
+
+def test_float32_inputs_are_computed_in_float64(impl):
+    # In float32 the clip bound 1 - 0.2 would already be 0.800000012, and the KL of two close
+    # distributions would lose its digits.
+    rhos, A = np.float32([0.5, 1.7, 1.1]), np.float32([-1.5, 2.0, 0.3])
+    pi_old, pi_ref = np.float32([0.3, 0.3, 0.4]), np.float32([0.31, 0.29, 0.4])
+    as64 = [x.astype(np.float64) for x in (rhos, A, pi_old, pi_ref)]
+    expected = objective(*as64, beta=1.0)
+    got = impl.grpo_objective(rhos, A, pi_old, pi_ref, beta=1.0)
+    assert_scalar(got, expected, rel=1e-12, what="objective of float32 inputs")
+
+
+def test_returns_a_python_float(impl):
+    for args in (EXAMPLE, {k: np.asarray(v, np.float32) if isinstance(v, list) else v
+                           for k, v in EXAMPLE.items()}):  # fmt: skip
+        got = impl.grpo_objective(**args)
+        assert type(got) is float, f"expected a Python float, got {type(got).__name__}: {got!r}"
+
+
+def test_accepts_numpy_arrays_integers_and_numpy_scalars(impl):
+    arrays = {
+        k: np.asarray(v) if isinstance(v, list) else np.float64(v) for k, v in EXAMPLE.items()
+    }
+    assert_scalar(impl.grpo_objective(**arrays), EXAMPLE_VALUE, rel=1e-12, what="numpy inputs")
+    # Integers: the ratio 2 is clipped to 1.2 and the policies are normalized as floats.
+    got = impl.grpo_objective([2, 1], [1, -1], [1, 3], [1, 1], epsilon=0.2, beta=1)
+    assert_scalar(got, objective([2, 1], [1, -1], [1, 3], [1, 1], beta=1), rel=1e-12,
+                  what="objective of integer inputs")  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ERROR_CASES, ids=cases.ids(ERROR_CASES))
+def test_mismatched_or_non_1d_inputs_raise_value_error(impl, case):
     with pytest.raises(ValueError):
-        impl.grpo_objective(rhos, A, pi_old, pi_ref)
+        case.run(impl)
 
 
 def test_does_not_modify_its_inputs(impl):
-    arrays = {k: np.array(v, dtype=float) for k, v in EXAMPLE.items() if isinstance(v, list)}
-    copies = {k: v.copy() for k, v in arrays.items()}
-    impl.grpo_objective(**arrays)
-    for name, array in arrays.items():
-        assert np.array_equal(array, copies[name]), f"{name} was modified in place"
+    # Inputs that go through every step: clipped ratios both ways, normalization, float32.
+    for dtype in (np.float64, np.float32):
+        arrays = [np.array(x, dtype=dtype) for x in
+                  ([0.3, 1.0, 5.0], [-1.0, 0.0, 2.0], [0.2, 0.3, 0.5], [2.0, 1.0, 1.0])]  # fmt: skip
+        seen = impl.grpo_objective.observe(*arrays, epsilon=0.2, beta=0.1)
+        assert seen.error is None, f"grpo_objective raised {seen.error!r}"
+        for name, before, after in zip(["rhos", "A", "pi_theta_old", "pi_theta_ref"], arrays,
+                                       seen.args, strict=True):  # fmt: skip
+            assert after.dtype == before.dtype and np.array_equal(after, before), (
+                f"{name} ({before.dtype}) was modified in place: {before} became {after}"
+            )

@@ -7,6 +7,8 @@ import pytest
 
 from problems.support.asserts import assert_scalar
 
+AGGREGATIONS = ["sequence", "token", "constant"]
+
 # The worked example: ratios [1.5, 1.0, pad] and [1.0, 0.5, 1.1], advantages +1 and -1.
 LOGP_OLD = np.log([[0.2, 0.5, 0.3], [0.4, 0.6, 0.5]])
 LOGP = np.log([[0.3, 0.5, 0.3], [0.4, 0.3, 0.55]])
@@ -36,39 +38,50 @@ def one_token(ratio, advantage, **kwargs):
     )
 
 
-def loop_loss(logp, logp_old, logp_ref, advantages, mask, epsilon, beta, aggregation,
-              epsilon_high=None, max_len=None):  # fmt: skip
-    """The loss written out token by token, to check random cases against."""
+def loop_loss(logp, logp_old, logp_ref, advantages, mask, epsilon=0.2, beta=0.04,
+              aggregation="sequence", epsilon_high=None, max_len=None):  # fmt: skip
+    """The statement's loss written out token by token in Python floats, padding never read."""
     high = epsilon if epsilon_high is None else epsilon_high
-    batch, length = logp.shape
+    batch, length = np.shape(logp)
     sums, counts = [0.0] * batch, [0] * batch
     for i in range(batch):
+        a = float(advantages[i])
         for t in range(length):
-            if mask[i, t] == 0:
+            if mask[i][t] == 0:
                 continue
-            rho = math.exp(logp[i, t] - logp_old[i, t])
-            clipped = min(max(rho, 1 - epsilon), 1 + high)
-            surrogate = min(rho * advantages[i], clipped * advantages[i])
-            r = math.exp(logp_ref[i, t] - logp[i, t])
-            kl = r - math.log(r) - 1
+            lp, lo, lr = float(logp[i][t]), float(logp_old[i][t]), float(logp_ref[i][t])
+            rho = math.exp(lp - lo)
+            surrogate = min(rho * a, min(max(rho, 1 - epsilon), 1 + high) * a)
+            log_r = lr - lp
+            kl = math.expm1(log_r) - log_r
             sums[i] += -(surrogate - beta * kl)
             counts[i] += 1
     if aggregation == "sequence":
         return sum(s / max(n, 1) for s, n in zip(sums, counts, strict=True)) / batch
     if aggregation == "token":
         return sum(sums) / max(sum(counts), 1)
-    return sum(sums) / (batch * (max_len or length))
+    return sum(sums) / (batch * (length if max_len is None else max_len))
 
 
-def random_case(seed, batch=4, length=6):
+def random_case(seed, batch=4, length=6, empty_row=False):
     rng = np.random.default_rng(seed)
     logp = np.log(rng.uniform(0.05, 0.95, (batch, length)))
     logp_old = logp + rng.normal(0.0, 0.3, (batch, length))  # ratios inside and outside the clip
     logp_ref = logp + rng.normal(0.0, 0.5, (batch, length))
     advantages = rng.normal(0.0, 1.0, batch)
     lengths = rng.integers(1, length + 1, batch)
+    if empty_row:
+        lengths[1] = 0
     mask = (np.arange(length)[None, :] < lengths[:, None]).astype(np.int64)
     return dict(logp=logp, logp_old=logp_old, logp_ref=logp_ref, advantages=advantages, mask=mask)
+
+
+def with_garbage(case, value):
+    """A copy of `case` whose log-probs hold `value` wherever the mask is 0."""
+    dirty = dict(case)
+    for name in ("logp", "logp_old", "logp_ref"):
+        dirty[name] = np.where(np.asarray(case["mask"]) == 0, value, case[name])
+    return dirty
 
 
 @pytest.mark.parametrize(
@@ -81,14 +94,24 @@ def test_worked_example(impl, aggregation, expected):
 
 
 def test_returns_a_python_float(impl):
-    got = impl.masked_token_loss(**example())
-    assert isinstance(got, float), f"expected a float, got {type(got).__name__}"
+    # float(...): not a numpy float64, not a 0-d array, whatever the aggregation or dtype.
+    for aggregation in AGGREGATIONS:
+        for dtype in (np.float64, np.float32):
+            args = {k: v.astype(dtype) for k, v in example(logp_ref=LOGP_REF).items()}
+            got = impl.masked_token_loss(**args, aggregation=aggregation)
+            assert type(got) is float, (
+                f"expected a Python float for {dtype.__name__} inputs and {aggregation!r}, "
+                f"got {type(got).__name__}: {got!r}"
+            )
 
 
 def test_defaults_are_epsilon_0_2_beta_0_04_and_sequence(impl):
     got = impl.masked_token_loss(LOGP, LOGP_OLD, LOGP_REF, ADVANTAGES, MASK)
     expected = ((-1.2 + 0.04 * K3_HALF - 1.0) / 2 + (1.0 + 0.8 + 1.1) / 3) / 2
     assert_scalar(got, expected, what="loss with the default arguments")
+    explicit = impl.masked_token_loss(LOGP, LOGP_OLD, LOGP_REF, ADVANTAGES, MASK, 0.2, 0.04,
+                                      "sequence", None, None)  # fmt: skip
+    assert_scalar(explicit, expected, what="loss with the defaults passed by position")
 
 
 @pytest.mark.parametrize(
@@ -110,13 +133,19 @@ def test_clipped_surrogate_per_token(impl, ratio, advantage, expected):
 def test_epsilon_sets_the_clip_range(impl):
     got = impl.masked_token_loss(**one_token(2.0, 1.0, epsilon=0.5))
     assert_scalar(got, -1.5, what="loss for ratio 2, A = 1, epsilon 0.5")
+    got = impl.masked_token_loss(**one_token(0.3, -1.0, epsilon=0.5))
+    assert_scalar(got, 0.5, what="loss for ratio 0.3, A = -1, epsilon 0.5")
 
 
-def test_epsilon_high_raises_only_the_upper_bound(impl):
+def test_epsilon_high_lifts_only_the_upper_bound(impl):
     upper = impl.masked_token_loss(**one_token(1.5, 1.0, epsilon_high=0.28))
     assert_scalar(upper, -1.28, what="loss for ratio 1.5, A = 1, epsilon_high 0.28")
     lower = impl.masked_token_loss(**one_token(0.5, -1.0, epsilon_high=0.28))
     assert_scalar(lower, 0.8, what="loss for ratio 0.5, A = -1, epsilon_high 0.28")
+    inside = impl.masked_token_loss(**one_token(1.25, 1.0, epsilon_high=0.28))
+    assert_scalar(inside, -1.25, what="loss for ratio 1.25, A = 1, epsilon_high 0.28")
+    both = impl.masked_token_loss(**one_token(0.6, -1.0, epsilon=0.3, epsilon_high=0.5))
+    assert_scalar(both, 0.7, what="loss for ratio 0.6, A = -1, epsilon 0.3, epsilon_high 0.5")
 
 
 def test_epsilon_high_in_the_worked_example(impl):
@@ -143,6 +172,61 @@ def test_kl_in_the_worked_example(impl):
     assert_scalar(got, (-2.2 + 2.9 + 0.04 * K3_HALF) / 5)
 
 
+# One token each: (logp, logp_old, logp_ref, advantage, beta). Ratios and log ratios far
+# beyond any clamp a library applies, and log-probs whose probabilities are 0 in float64.
+EXTREMES = [
+    (math.log(5.0) - 1.0, -1.0, -1.0, 1.0, 0.0),  # rho = 5, A > 0: clipped to 1.2
+    (math.log(5.0) - 1.0, -1.0, -1.0, -1.0, 0.0),  # rho = 5, A < 0: the full 5
+    (math.log(20.0) - 3.0, -3.0, -3.0, -2.0, 0.0),  # rho = 20, A < 0
+    (-1.0, -26.0, -1.0, -1.0, 0.0),  # rho = e^25, A < 0: a loss of 7.2e10
+    (-26.0, -1.0, -26.0, 1.0, 0.0),  # rho = e^-25, A > 0: a loss of -1.4e-11
+    (-30.0, -0.5, -30.0, -1.0, 0.0),  # rho = e^-29.5, A < 0: clipped to 0.8
+    (-26.0, -26.0, -1.0, 0.0, 0.04),  # KL with r = e^25
+    (-1.0, -1.0, -26.0, 0.0, 0.04),  # KL with r = e^-25
+    (-200.0, -200.0, -0.5, 0.0, 1.0),  # KL with r = e^199.5
+    (-800.0, -800.0, -800.0, 1.5, 0.04),  # probabilities e^-800 = 0: rho = r = 1
+    (-800.0, -790.0, -805.0, -1.0, 0.04),  # rho = e^-10, r = e^-5
+    (-1000.0, -1003.0, -990.0, 0.5, 0.1),  # rho = e^3, r = e^10
+]
+
+
+def test_extreme_ratios_are_not_clamped(impl):
+    # Each token alone (a batch of one token has the same loss in every aggregation), then in
+    # a padded batch with an empty second completion: its loss / 2, / 1 and / (2 * 2).
+    nan = math.nan
+    for logp, logp_old, logp_ref, advantage, beta in EXTREMES:
+        alone = dict(logp=np.array([[logp]]), logp_old=np.array([[logp_old]]),
+                     logp_ref=np.array([[logp_ref]]), advantages=np.array([advantage]),
+                     mask=np.array([[1]]), beta=beta)  # fmt: skip
+        padded = dict(logp=np.array([[logp, nan], [nan, nan]]),
+                      logp_old=np.array([[logp_old, nan], [nan, nan]]),
+                      logp_ref=np.array([[logp_ref, nan], [nan, nan]]),
+                      advantages=np.array([advantage, 1.0]), mask=np.array([[1, 0], [0, 0]]),
+                      beta=beta)  # fmt: skip
+        token_loss = loop_loss(**alone)
+        what = (f"for logp {logp:g}, logp_old {logp_old:g}, logp_ref {logp_ref:g}, "
+                f"A = {advantage:g}, beta = {beta:g}")  # fmt: skip
+        for aggregation, share in (("sequence", 2), ("token", 1), ("constant", 4)):
+            got = impl.masked_token_loss(**alone, aggregation=aggregation)
+            assert_scalar(got, token_loss, rel=1e-9, abs=0.0,
+                          what=f"{aggregation!r} loss of one token {what}")  # fmt: skip
+            got = impl.masked_token_loss(**padded, aggregation=aggregation)
+            assert_scalar(got, token_loss / share, rel=1e-9, abs=0.0,
+                          what=f"{aggregation!r} loss of a padded batch {what}")  # fmt: skip
+
+
+@pytest.mark.parametrize("aggregation", AGGREGATIONS)
+def test_tokens_with_a_zero_loss_still_count(impl, aggregation):
+    # A = 0 and pi_ref = pi_theta give token losses of exactly 0 (groups with equal rewards do
+    # that). They are completion tokens all the same: the mask, not the loss, says what counts.
+    logp = np.log([[0.5, 0.4, 0.3], [0.2, 0.6, 0.7], [0.3, 0.3, 0.3]])
+    args = dict(logp=logp, logp_old=logp, logp_ref=logp, advantages=np.array([0.0, 2.0, 0.0]),
+                mask=np.array([[1, 1, 1], [1, 0, 0], [1, 1, 0]]))  # fmt: skip
+    expected = {"sequence": -2.0 / 3, "token": -2.0 / 6, "constant": -2.0 / 9}[aggregation]
+    got = impl.masked_token_loss(**args, aggregation=aggregation)
+    assert_scalar(got, expected, what=f"{aggregation!r} loss with zero-loss tokens")
+
+
 def test_sequence_averages_each_completion_over_its_own_tokens(impl):
     # One completion of 1 token (loss -1) and one of 4 tokens (loss 1 each), T = 4.
     logp = np.zeros((2, 4))
@@ -157,52 +241,74 @@ def test_sequence_averages_each_completion_over_its_own_tokens(impl):
 
 
 def test_constant_aggregation_divides_by_max_len(impl):
-    got = impl.masked_token_loss(**example(), beta=0.0, aggregation="constant", max_len=4)
-    assert_scalar(got, 0.7 / 8, what="'constant' loss with max_len 4")
+    for max_len, denominator in ((4, 8), (3, 6), (np.int64(10), 20), (None, 6)):
+        got = impl.masked_token_loss(**example(), beta=0.0, aggregation="constant", max_len=max_len)
+        assert_scalar(got, 0.7 / denominator, what=f"'constant' loss with max_len {max_len!r}")
 
 
-def test_empty_completion_counts_as_zero_in_sequence(impl):
-    logp = np.zeros((2, 3))
-    mask = np.array([[0, 0, 0], [1, 1, 0]])
-    args = dict(logp=logp, logp_old=logp, logp_ref=logp, advantages=np.array([5.0, -1.0]))
-    got = impl.masked_token_loss(**args, mask=mask, beta=0.0, aggregation="sequence")
-    assert_scalar(got, (0.0 + 1.0) / 2, what="'sequence' loss with an empty completion")
+def test_max_len_is_used_only_by_constant(impl):
+    # "sequence" and "token" ignore max_len, even one shorter than T.
+    for aggregation, expected in (("sequence", -1 / 15), ("token", 0.14)):
+        for max_len in (2, 3, 50):
+            got = impl.masked_token_loss(**example(), beta=0.0, aggregation=aggregation,
+                                         max_len=max_len)  # fmt: skip
+            assert_scalar(got, expected, what=f"{aggregation!r} loss with max_len {max_len}")
 
 
-@pytest.mark.parametrize("aggregation", ["sequence", "token", "constant"])
+@pytest.mark.parametrize("aggregation", AGGREGATIONS)
+def test_empty_completion(impl, aggregation):
+    # The first completion has no token (its row holds garbage): 0 in its 1/B for "sequence",
+    # no token for "token", still B * T for "constant".
+    logp = np.array([[np.nan, np.inf, -np.inf], [0.0, 0.0, 0.0]])
+    args = dict(logp=logp, logp_old=logp, logp_ref=logp, advantages=np.array([5.0, -1.0]),
+                mask=np.array([[0, 0, 0], [1, 1, 0]]))  # fmt: skip
+    expected = {"sequence": (0.0 + 1.0) / 2, "token": 2.0 / 2, "constant": 2.0 / 6}[aggregation]
+    got = impl.masked_token_loss(**args, beta=0.0, aggregation=aggregation)
+    assert_scalar(got, expected, what=f"{aggregation!r} loss with an empty completion")
+
+
+@pytest.mark.parametrize("aggregation", AGGREGATIONS)
 def test_fully_masked_batch_gives_zero(impl, aggregation):
-    logp = np.zeros((2, 3))
-    args = dict(logp=logp, logp_old=logp, logp_ref=logp, advantages=np.array([1.0, -1.0]))
-    got = impl.masked_token_loss(**args, mask=np.zeros((2, 3)), aggregation=aggregation)
-    assert_scalar(got, 0.0, what=f"{aggregation!r} loss of a batch without tokens")
+    for garbage in (0.0, math.nan, math.inf):
+        logp = np.full((2, 3), garbage)
+        args = dict(logp=logp, logp_old=logp, logp_ref=logp, advantages=np.array([1.0, -1.0]))
+        got = impl.masked_token_loss(**args, mask=np.zeros((2, 3)), aggregation=aggregation)
+        assert_scalar(got, 0.0, what=f"{aggregation!r} loss of a batch without tokens")
 
 
-@pytest.mark.parametrize("garbage", [math.nan, math.inf, -math.inf, 1e6], ids=str)
-@pytest.mark.parametrize("aggregation", ["sequence", "token", "constant"])
-def test_padding_values_do_not_reach_the_loss(impl, garbage, aggregation):
-    dirty = {}
-    for name, clean in (("logp", LOGP), ("logp_old", LOGP_OLD), ("logp_ref", LOGP_REF)):
-        dirty[name] = clean.copy()
-        dirty[name][0, 2] = garbage  # the padding position of the first completion
-    clean = impl.masked_token_loss(**example(logp_ref=LOGP_REF), aggregation=aggregation)
-    got = impl.masked_token_loss(**example(**dirty), aggregation=aggregation)
-    assert_scalar(got, clean, what=f"loss with {garbage} in the padding")
-
-
-def test_mask_may_be_boolean_or_float(impl):
-    expected = impl.masked_token_loss(**example(logp_ref=LOGP_REF), aggregation="token")
-    for mask in (MASK.astype(bool), MASK.astype(np.float64)):
-        got = impl.masked_token_loss(**example(logp_ref=LOGP_REF, mask=mask), aggregation="token")
-        assert_scalar(got, expected, what=f"loss with a {mask.dtype} mask")
+@pytest.mark.parametrize("aggregation", AGGREGATIONS)
+def test_padding_values_do_not_reach_the_loss(impl, aggregation):
+    case = random_case(21, empty_row=True)
+    expected = loop_loss(**case, aggregation=aggregation)
+    for garbage in (math.nan, math.inf, -math.inf, 1e6, -1e300):
+        got = impl.masked_token_loss(**with_garbage(case, garbage), aggregation=aggregation)
+        assert_scalar(got, expected, rel=1e-9, what=f"loss with {garbage} in the padding")
+        for name in ("logp", "logp_old", "logp_ref"):  # one array at a time, too
+            dirty = {**case, name: with_garbage(case, garbage)[name]}
+            got = impl.masked_token_loss(**dirty, aggregation=aggregation)
+            assert_scalar(got, expected, rel=1e-9, what=f"loss with {garbage} in {name}'s padding")
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("aggregation", ["sequence", "token", "constant"])
-def test_random_batches_match_the_token_by_token_formula(impl, seed, aggregation):
-    case = random_case(seed)
-    settings = dict(epsilon=0.2, beta=0.1, epsilon_high=0.28 if seed % 2 else None)
-    got = impl.masked_token_loss(**case, aggregation=aggregation, **settings)
-    assert_scalar(got, loop_loss(**case, aggregation=aggregation, **settings), rel=1e-9)
+def test_random_batches_match_the_token_by_token_formula(impl, seed):
+    # Square batches too: one advantage per row, never per column.
+    case = random_case(seed, batch=4, length=4 if seed % 3 == 0 else 6, empty_row=seed >= 3)
+    settings = dict(epsilon=(0.2, 0.1, 0.3)[seed % 3], beta=(0.1, 0.0, 0.5)[seed % 3],
+                    epsilon_high=(None, 0.28, 0.4)[seed % 3])  # fmt: skip
+    for aggregation, max_len in (("sequence", None), ("token", None), ("constant", None),
+                                 ("constant", 9)):  # fmt: skip
+        got = impl.masked_token_loss(**case, aggregation=aggregation, max_len=max_len, **settings)
+        expected = loop_loss(**case, aggregation=aggregation, max_len=max_len, **settings)
+        assert_scalar(got, expected, rel=1e-9, what=f"{aggregation!r} loss, {settings}")
+
+
+def test_float32_inputs_give_the_loss_to_float32_precision(impl):
+    case = {k: v.astype(np.float32) for k, v in random_case(8, empty_row=True).items()}
+    case["logp"][0, 0], case["logp_old"][0, 0], case["logp_ref"][0, 0] = -800.0, -790.0, -805.0
+    for aggregation in AGGREGATIONS:
+        got = impl.masked_token_loss(**case, aggregation=aggregation)
+        expected = loop_loss(**case, aggregation=aggregation)
+        assert_scalar(got, expected, rel=1e-5, abs=1e-6, what=f"{aggregation!r} loss of float32")
 
 
 def test_aggregations_agree_when_every_completion_is_full(impl):
@@ -215,62 +321,107 @@ def test_aggregations_agree_when_every_completion_is_full(impl):
 
 
 def test_first_iteration_loss_is_minus_the_mean_advantage(impl):
-    # logp_old == logp: every ratio is 1, and with beta = 0 the loss is -mean(A) under "sequence".
-    case = random_case(3)
-    case["logp_old"] = case["logp"]
-    got = impl.masked_token_loss(**case, beta=0.0)
-    assert_scalar(got, -float(np.mean(case["advantages"])), rel=1e-9)
+    # logp_old == logp: every ratio is 1, and with beta = 0 the loss is -mean(A) under
+    # "sequence", the mean over all B completions of -A_i, where an empty completion gives 0.
+    for empty_row in (False, True):
+        case = random_case(3, empty_row=empty_row)
+        case["logp_old"] = case["logp"]
+        got = impl.masked_token_loss(**case, beta=0.0)
+        has_tokens = case["mask"].any(axis=1)
+        expected = -float(np.sum(case["advantages"][has_tokens])) / len(has_tokens)
+        assert_scalar(got, expected, rel=1e-9, what=f"first-iteration loss, empty row: {empty_row}")
 
 
-@pytest.mark.parametrize("name", ["logp_old", "logp_ref", "mask"])
-def test_mismatched_token_shapes_raise_value_error(impl, name):
-    args = example()
-    args[name] = args[name][:, :2]
-    with pytest.raises(ValueError):
-        impl.masked_token_loss(**args)
+def test_accepts_boolean_integer_and_float_masks(impl):
+    expected = loop_loss(**example(logp_ref=LOGP_REF), aggregation="token")
+    for mask in (MASK.astype(bool), MASK.astype(np.float64), MASK.astype(np.float32),
+                 MASK.astype(np.uint8), MASK.astype(np.int32), MASK.tolist()):  # fmt: skip
+        got = impl.masked_token_loss(**example(logp_ref=LOGP_REF, mask=mask), aggregation="token")
+        kind = getattr(mask, "dtype", "list")
+        assert_scalar(got, expected, rel=1e-9, what=f"loss with a {kind} mask")
 
 
-@pytest.mark.parametrize(
-    "advantages",
-    [np.array([1.0]), np.array([[1.0], [-1.0]]), np.array([1.0, -1.0, 0.5])],
-    ids=["one", "column", "three"],
-)
-def test_advantages_must_have_shape_b(impl, advantages):
+def test_accepts_lists_integers_and_numpy_scalars(impl):
+    case = random_case(4, empty_row=True)
+    case["advantages"] = np.array([1, -2, 0, 3])
+    settings = dict(epsilon=0.25, beta=0.1, epsilon_high=0.3, max_len=8)
+    expected = loop_loss(**case, aggregation="constant", **settings)
+    as_lists = {k: v.tolist() for k, v in case.items()}
+    scalars = dict(epsilon=np.float64(0.25), beta=np.float32(0.1), epsilon_high=np.float64(0.3),
+                   max_len=np.int64(8))  # fmt: skip
+    for what, args, kwargs in (("integer advantages", case, settings),
+                               ("nested lists", as_lists, settings),
+                               ("numpy scalar settings", case, scalars)):  # fmt: skip
+        got = impl.masked_token_loss(**args, aggregation="constant", **kwargs)
+        assert_scalar(got, expected, rel=1e-6, what=f"loss with {what}")
+
+
+def test_mismatched_token_shapes_raise_value_error(impl):
+    for name in ("logp_old", "logp_ref", "mask"):
+        for bad in (lambda x: x[:, :2], lambda x: x[:1], lambda x: x[:1, :],
+                    lambda x: x.T, lambda x: x[..., None]):  # fmt: skip
+            args = example()
+            args[name] = bad(np.asarray(args[name]))
+            with pytest.raises(ValueError):
+                impl.masked_token_loss(**args)
+                pytest.fail(f"{name} of shape {args[name].shape} with logp (2, 3) was accepted")
+
+
+def test_advantages_not_of_shape_b_raise_value_error(impl):
     # Shape (1,) or (B, 1) would broadcast silently onto the wrong completions.
-    with pytest.raises(ValueError):
-        impl.masked_token_loss(**example(advantages=advantages))
+    for advantages in (np.array([1.0]), np.array([[1.0], [-1.0]]), np.array([1.0, -1.0, 0.5]),
+                       np.array(1.0), np.array([[1.0, -1.0]])):  # fmt: skip
+        with pytest.raises(ValueError):
+            impl.masked_token_loss(**example(advantages=advantages))
+            pytest.fail(f"advantages of shape {advantages.shape} with B = 2 were accepted")
 
 
-def test_one_dimensional_log_probs_raise_value_error(impl):
+def test_log_probs_that_are_not_2d_raise_value_error(impl):
     flat = np.log([0.2, 0.5])
     with pytest.raises(ValueError):
         impl.masked_token_loss(flat, flat, flat, np.array([1.0, 1.0]), np.array([1, 1]))
-
-
-@pytest.mark.parametrize("aggregation", ["mean", "Token", "dapo", ""])
-def test_unknown_aggregation_raises_value_error(impl, aggregation):
+        pytest.fail("1-D log-probs were accepted")
+    cube = np.full((2, 3, 1), -1.0)
     with pytest.raises(ValueError):
-        impl.masked_token_loss(**example(), aggregation=aggregation)
+        impl.masked_token_loss(cube, cube, cube, np.array([1.0, 1.0]), np.ones((2, 3, 1)))
+        pytest.fail("3-D log-probs were accepted")
 
 
-@pytest.mark.parametrize("bad", [2, -1, 0.5], ids=str)
-def test_mask_that_is_not_zero_or_one_raises_value_error(impl, bad):
-    mask = MASK.astype(np.float64)
-    mask[1, 1] = bad
-    with pytest.raises(ValueError):
-        impl.masked_token_loss(**example(mask=mask))
+def test_unknown_aggregation_raises_value_error(impl):
+    for aggregation in ("mean", "Token", "dapo", "", "sequence ", None):
+        for mask in (MASK, np.zeros((2, 3))):
+            with pytest.raises(ValueError):
+                impl.masked_token_loss(**example(mask=mask), aggregation=aggregation)
+                pytest.fail(f"aggregation {aggregation!r} was accepted")
+
+
+def test_mask_that_is_not_zero_or_one_raises_value_error(impl):
+    for bad in (2, -1, 0.5, math.nan):
+        mask = MASK.astype(np.float64)
+        mask[1, 1] = bad
+        with pytest.raises(ValueError):
+            impl.masked_token_loss(**example(mask=mask))
+            pytest.fail(f"a mask holding {bad} was accepted")
 
 
 def test_max_len_shorter_than_t_raises_value_error(impl):
-    with pytest.raises(ValueError):
-        impl.masked_token_loss(**example(), aggregation="constant", max_len=2)
+    for max_len in (2, 1, np.int64(2)):
+        with pytest.raises(ValueError):
+            impl.masked_token_loss(**example(), aggregation="constant", max_len=max_len)
+            pytest.fail(f"max_len {max_len} with T = 3 was accepted")
 
 
 def test_does_not_modify_its_inputs(impl):
-    case = random_case(11)
-    case["logp"][0, -1] = math.nan
-    case["mask"][0, -1] = 0
-    copies = {k: v.copy() for k, v in case.items()}
-    impl.masked_token_loss(**case, aggregation="token")
-    for name, array in case.items():
-        assert np.array_equal(array, copies[name], equal_nan=True), f"{name} was modified in place"
+    case = with_garbage(random_case(11, empty_row=True), math.nan)
+    calls = [({"aggregation": a}, None) for a in AGGREGATIONS]
+    calls += [({"aggregation": "constant", "max_len": 2}, ValueError)]
+    for kwargs, error in calls:
+        seen = impl.masked_token_loss.observe(**case, **kwargs)
+        if error is None and seen.error is not None:
+            raise seen.error
+        if error is not None:
+            assert isinstance(seen.error, error), f"expected {error.__name__}, got {seen.error!r}"
+        for name, array in case.items():
+            assert np.array_equal(seen.kwargs[name], array, equal_nan=True), (
+                f"{name} was modified in place ({kwargs})"
+            )

@@ -28,15 +28,16 @@ def correctness_reward(completions: list[str], answers: list, reward: float = 1.
 
     Args:
         completions: the generated texts (an entry that is not a str scores 0).
-        answers: one ground truth per completion: an int, a float or a numeric string.
+        answers: one ground truth per completion: an int, a float (numpy's float32 too,
+            read as the decimal it prints as) or a numeric string.
         reward: the reward of a correct answer; anything else gets 0.0.
 
     Returns:
         One Python float per completion, in order.
 
     Raises:
-        ValueError: if completions and answers differ in length.
         TypeError: if `completions` is a single string instead of a list.
+        ValueError: if completions and answers differ in length.
     """
     raise NotImplementedError("correctness_reward is not implemented yet: write its body")
 

@@ -17,26 +17,35 @@ HAND_EXPECTED = [[math.log(0.5), math.log(0.25)]]
 
 
 def loop_logprobs(logits, input_ids, prompt_length, temperature=1.0):
-    """An independent, slow version: one position at a time, in float64."""
+    """An independent, slow version: one position at a time, in float64 (with Python floats)."""
     B, T, _ = logits.shape
     out = np.zeros((B, T - prompt_length))
     for b in range(B):
         for t in range(prompt_length, T):
-            row = logits[b, t - 1].astype(np.float64) / temperature
-            top = row.max()
+            row = [float(x) / temperature for x in logits[b, t - 1]]
+            top = max(row)
             log_norm = top + math.log(sum(math.exp(x - top) for x in row))
             out[b, t - prompt_length] = row[input_ids[b, t]] - log_norm
     return out
 
 
-def random_batch(B=3, T=7, V=11, scale=3.0, seed=0):
+def random_batch(B=3, T=7, V=11, scale=3.0, seed=0, dtype=np.float64):
     rng = np.random.default_rng(seed)
-    return rng.normal(0.0, scale, size=(B, T, V)), rng.integers(0, V, size=(B, T))
+    return rng.normal(0.0, scale, size=(B, T, V)).astype(dtype), rng.integers(0, V, size=(B, T))
+
+
+def assert_logprobs(got, expected, dtype, what="log-probs", rtol=None):
+    """A numpy array of exactly `dtype`, of `expected`'s shape and values, finite and <= 0."""
+    if rtol is None:
+        rtol = 1e-5 if dtype == np.float32 else 1e-10
+    assert_array(got, expected, rtol=rtol, atol=rtol, what=what)
+    assert got.dtype == dtype, f"{what} should have dtype {np.dtype(dtype)}, got {got.dtype}"
+    assert np.all(got <= 0), f"{what} should all be <= 0, got {got}"
 
 
 def test_hand_computed_example(impl):
     got = impl.token_logprobs(HAND_LOGITS, HAND_IDS, prompt_length=1)
-    assert_array(got, HAND_EXPECTED, what="log-probs")
+    assert_logprobs(got, HAND_EXPECTED, np.float64)
 
 
 def test_logits_at_t_predict_the_token_at_t_plus_1(impl):
@@ -45,60 +54,91 @@ def test_logits_at_t_predict_the_token_at_t_plus_1(impl):
     expected = loop_logprobs(logits, ids, 3)
     changed = logits.copy()
     changed[:, :2] += np.random.default_rng(1).normal(0.0, 5.0, size=changed[:, :2].shape)
-    changed[:, -1] = 0.0
-    assert_array(impl.token_logprobs(changed, ids, 3), expected, what="log-probs")
+    changed[:, -1] = [1e300, -1e300, 0.0, 7.0, -3.0]
+    assert_logprobs(impl.token_logprobs(changed, ids, 3), expected, np.float64)
 
 
-def test_matches_a_plain_loop(impl):
-    logits, ids = random_batch()
-    got = impl.token_logprobs(logits, ids, 3, temperature=0.7)
-    assert_array(got, loop_logprobs(logits, ids, 3, 0.7), rtol=1e-9, what="log-probs")
+@pytest.mark.parametrize(
+    "B, T, V, prompt_length, temperature",
+    [
+        (3, 7, 11, 3, 0.7),
+        (1, 2, 4, 1, 1.0),
+        (2, 5, 1, 2, 1.3),
+        (4, 3, 30, 2, 2.5),
+        (2, 9, 3, 8, 0.2),
+    ],
+    ids=["batch", "shortest", "vocabulary-of-one", "wide", "last-token-only"],
+)
+def test_matches_a_plain_loop(impl, B, T, V, prompt_length, temperature):
+    logits, ids = random_batch(B, T, V, seed=B * T * V)
+    ids[:, -1] = V - 1  # the last entry of the vocabulary is a valid id too
+    got = impl.token_logprobs(logits, ids, prompt_length, temperature=temperature)
+    assert_logprobs(got, loop_logprobs(logits, ids, prompt_length, temperature), np.float64)
 
 
 @pytest.mark.parametrize("prompt_length", [1, 4, 6])
 def test_returns_one_value_per_completion_token(impl, prompt_length):
     logits, ids = random_batch(B=2, T=7, V=5)
     got = impl.token_logprobs(logits, ids, prompt_length)
-    assert_array(got, loop_logprobs(logits, ids, prompt_length), what="log-probs")
+    assert_logprobs(got, loop_logprobs(logits, ids, prompt_length), np.float64)
 
 
 def test_temperature_divides_the_logits(impl):
     # Logits log [1, 4] at temperature 2 become log [1, 2]: probabilities [1/3, 2/3].
     logits = np.array([[np.log([1.0, 4.0]), [0.0, 0.0]]])
     got = impl.token_logprobs(logits, np.array([[0, 1]]), 1, temperature=2.0)
-    assert_array(got, [[math.log(2.0 / 3.0)]], what="log-prob at temperature 2")
+    assert_logprobs(got, [[math.log(2.0 / 3.0)]], np.float64, "log-prob at temperature 2")
 
 
 def test_low_temperature_sharpens_the_distribution(impl):
     logits = np.array([[np.log([1.0, 2.0]), [0.0, 0.0]]])
     got = impl.token_logprobs(logits, np.array([[0, 1]]), 1, temperature=0.5)
-    assert_array(got, [[math.log(4.0 / 5.0)]], what="log-prob at temperature 0.5")
+    assert_logprobs(got, [[math.log(4.0 / 5.0)]], np.float64, "log-prob at temperature 0.5")
 
 
 def test_default_temperature_is_one(impl):
-    assert_array(impl.token_logprobs(HAND_LOGITS, HAND_IDS, 1), HAND_EXPECTED, what="log-probs")
+    got = impl.token_logprobs(HAND_LOGITS, HAND_IDS, 1)
+    assert_logprobs(got, HAND_EXPECTED, np.float64)
 
 
-def test_huge_logits_do_not_overflow(impl):
-    logits, ids = random_batch(B=2, T=5, V=6, scale=1e4, seed=3)
-    logits[0, 1, 2] = 1e4
-    got = impl.token_logprobs(logits, ids, 2)
-    assert_array(got, loop_logprobs(logits, ids, 2), rtol=1e-9, what="log-probs of logits ~1e4")
+@pytest.mark.parametrize(
+    "scale, temperature, dtype",
+    [(1e4, 1.0, np.float64), (1e4, 0.01, np.float64), (1e300, 1.0, np.float64),
+     (1e4, 1.0, np.float32), (1e36, 1.0, np.float32), (1e3, 0.1, np.float32)],
+    ids=["1e4", "1e4-cold", "1e300", "1e4-float32", "1e36-float32", "1e3-cold-float32"],
+)  # fmt: skip
+def test_huge_logits_do_not_overflow(impl, scale, temperature, dtype):
+    # exp() of logits / temperature overflows from about 709 (float64) or 88 (float32) on.
+    logits, ids = random_batch(B=2, T=5, V=6, scale=scale, seed=3, dtype=dtype)
+    logits[0, 1, ids[0, 2]] = dtype(scale)  # one token far ahead of the others
+    got = impl.token_logprobs(logits, ids, 2, temperature=temperature)
+    expected = loop_logprobs(logits, ids, 2, temperature)
+    # Exact to the rounding of the largest scaled logit: (x - m) - log(sum) and x - (m + log(sum))
+    # are both right, and differ by that rounding.
+    error = float(np.finfo(dtype).eps) * 8 * float(np.max(np.abs(logits))) / temperature
+    assert_array(got, expected, rtol=1e-5, atol=error, what=f"log-probs of logits ~{scale:g}")
+    assert got.dtype == dtype, f"log-probs should have dtype {np.dtype(dtype)}, got {got.dtype}"
+    assert np.all(got <= 0), f"log-probs should all be <= 0, got {got}"
 
 
-def test_very_unlikely_tokens_keep_a_finite_log_prob(impl):
-    # p = e^-2000 underflows to 0 as a probability, but its log is a perfectly good -2000.
-    logits = np.array([[[0.0, -2000.0], [0.0, 0.0]]])
+@pytest.mark.parametrize(
+    "gap, dtype",
+    [(2000.0, np.float64), (740.0, np.float64), (120.0, np.float32), (102.0, np.float32)],
+    ids=["2000", "740-subnormal", "120-float32", "102-subnormal-float32"],
+)
+def test_very_unlikely_tokens_keep_an_exact_log_prob(impl, gap, dtype):
+    # p = e^-gap is 0 in floating point (or a subnormal number with a digit or two left), but
+    # its log is a perfectly good -gap: stay in log space.
+    logits = np.array([[[0.0, -gap, 1.0], [0.0, 0.0, 0.0]]], dtype=dtype)
     got = impl.token_logprobs(logits, np.array([[0, 1]]), 1)
-    assert_array(got, [[-2000.0]], what="log-prob of a token with logit gap 2000")
+    expected = -gap - 1.0 - math.log1p(math.exp(-1.0) + math.exp(-1.0 - gap))
+    assert_logprobs(got, [[expected]], dtype, f"log-prob of a token with logit gap {gap:g}")
 
 
 def test_uniform_logits_give_minus_log_v(impl):
     logits = np.full((2, 4, 8), 3.5)
     ids = np.array([[0, 7, 3, 1], [5, 5, 5, 5]])
-    assert_array(
-        impl.token_logprobs(logits, ids, 1), np.full((2, 3), -math.log(8)), what="log-probs"
-    )
+    assert_logprobs(impl.token_logprobs(logits, ids, 1), np.full((2, 3), -math.log(8)), np.float64)
 
 
 def test_probabilities_over_the_vocabulary_sum_to_one(impl):
@@ -110,47 +150,71 @@ def test_probabilities_over_the_vocabulary_sum_to_one(impl):
     assert math.isclose(total, 1.0, rel_tol=1e-9), f"probabilities sum to {total}, not 1"
 
 
-def test_keeps_float32_logits_float32(impl):
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
+def test_keeps_the_logits_dtype(impl, dtype):
+    # float32 logits give float32 log-probs; float64 logits keep float64 precision.
+    logits, ids = random_batch(B=2, T=5, V=7, dtype=dtype)
+    got = impl.token_logprobs(logits, ids, 2, temperature=0.9)
+    assert_logprobs(got, loop_logprobs(logits, ids, 2, 0.9), dtype)
+
+
+def test_accepts_integer_ids_and_numpy_scalars(impl):
     logits, ids = random_batch(B=2, T=5, V=7)
-    got = impl.token_logprobs(logits.astype(np.float32), ids, 2)
-    assert_array(got, loop_logprobs(logits, ids, 2), rtol=1e-5, atol=1e-5, what="log-probs")
-    assert got.dtype == np.float32, f"float32 logits should give float32 log-probs, got {got.dtype}"
+    expected = loop_logprobs(logits, ids, 2, 2.0)
+    for id_type in (np.int64, np.int32, np.int16, np.uint8):
+        got = impl.token_logprobs(logits, ids.astype(id_type), 2, 2.0)
+        assert_logprobs(got, expected, np.float64, f"log-probs with {np.dtype(id_type)} ids")
+    for prompt_length, temperature in ((np.int64(2), 2), (np.int32(2), np.float64(2.0))):
+        got = impl.token_logprobs(logits, ids, prompt_length, temperature=temperature)
+        what = f"log-probs with prompt_length {prompt_length!r}, temperature {temperature!r}"
+        assert_logprobs(got, expected, np.float64, what)
 
 
-def test_accepts_int32_ids(impl):
-    logits, ids = random_batch(B=2, T=5, V=7)
-    got = impl.token_logprobs(logits, ids.astype(np.int32), 2)
-    assert_array(got, loop_logprobs(logits, ids, 2), what="log-probs")
-
-
-@pytest.mark.parametrize("prompt_length", [0, -1, 5, 6])
-def test_prompt_length_outside_1_to_t_minus_1_raises_value_error(impl, prompt_length):
+def test_prompt_length_outside_1_to_t_minus_1_raises_value_error(impl):
     logits, ids = random_batch(B=2, T=5, V=4)
-    with pytest.raises(ValueError):
-        impl.token_logprobs(logits, ids, prompt_length)
+    for prompt_length in (0, -1, 5, 6, np.int64(5)):
+        with pytest.raises(ValueError):
+            impl.token_logprobs(logits, ids, prompt_length)
+            pytest.fail(f"prompt_length {prompt_length} with T = 5 should raise ValueError")
 
 
-@pytest.mark.parametrize("temperature", [0.0, -1.0])
-def test_non_positive_temperature_raises_value_error(impl, temperature):
+def test_non_positive_temperature_raises_value_error(impl):
     logits, ids = random_batch(B=2, T=5, V=4)
-    with pytest.raises(ValueError):
-        impl.token_logprobs(logits, ids, 2, temperature=temperature)
+    for temperature in (0.0, -1.0, -0.5, 0):
+        with pytest.raises(ValueError):
+            impl.token_logprobs(logits, ids, 2, temperature=temperature)
+            pytest.fail(f"temperature {temperature} should raise ValueError")
 
 
-@pytest.mark.parametrize(
-    "logits_shape, ids_shape",
-    [((2, 5, 4), (2, 4)), ((2, 5, 4), (3, 5)), ((2, 5), (2, 5)), ((2, 5, 4), (2, 5, 1))],
-    ids=str,
-)
-def test_mismatched_shapes_raise_value_error(impl, logits_shape, ids_shape):
-    logits, ids = np.zeros(logits_shape), np.zeros(ids_shape, dtype=np.int64)
-    with pytest.raises(ValueError):
-        impl.token_logprobs(logits, ids, 2)
+def test_mismatched_shapes_raise_value_error(impl):
+    shapes = [
+        ((2, 5, 4), (2, 4)),  # T differs
+        ((2, 5, 4), (3, 5)),  # B differs
+        ((2, 5, 4), (1, 5)),  # B differs, and broadcasting would hide it
+        ((2, 5), (2, 5)),  # logits without a vocabulary axis
+        ((2, 5, 4, 1), (2, 5)),  # one axis too many
+        ((2, 5, 4), (2, 5, 1)),  # ids with an extra axis
+        ((1, 5, 4), (5,)),  # ids without the batch axis
+    ]
+    for logits_shape, ids_shape in shapes:
+        logits, ids = np.zeros(logits_shape), np.zeros(ids_shape, dtype=np.int64)
+        with pytest.raises(ValueError):
+            impl.token_logprobs(logits, ids, 2)
+            pytest.fail(f"logits {logits_shape} and input_ids {ids_shape} should raise ValueError")
 
 
 def test_does_not_modify_its_inputs(impl):
+    # Slicing gives a view of the caller's logits: dividing it in place changes their array.
     logits, ids = random_batch(B=2, T=5, V=4)
-    logits_copy, ids_copy = logits.copy(), ids.copy()
-    impl.token_logprobs(logits, ids, 2, temperature=0.5)
-    assert np.array_equal(logits, logits_copy), "logits were modified in place"
-    assert np.array_equal(ids, ids_copy), "input_ids were modified in place"
+    calls = [((logits, ids, 2), {"temperature": 0.5}, None),
+             ((logits, ids, 1), {"temperature": 1.0}, None),
+             ((logits.astype(np.float32), ids, 3), {"temperature": 3.0}, None),
+             ((logits, ids, 2), {"temperature": 0.0}, ValueError)]  # fmt: skip
+    for args, kwargs, error in calls:
+        seen = impl.token_logprobs.observe(*args, **kwargs)
+        if error is None and seen.error is not None:
+            raise seen.error
+        if error is not None:
+            assert isinstance(seen.error, error), f"expected {error.__name__}, got {seen.error!r}"
+        assert np.array_equal(seen.args[0], args[0]), "logits were modified in place"
+        assert np.array_equal(seen.args[1], args[1]), "input_ids were modified in place"
