@@ -232,3 +232,22 @@ def test_a_canvas_download_graded_with_a_course_file(tmp_path):
         rows = list(csv.reader(file))
     assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "HW 1"]
     assert ["lovelaceada", "12345", "", "", "", "10"] in rows
+
+
+def test_each_lms_gets_its_own_import_file(tmp_path):
+    from grader.gradebook import write_gradebook
+
+    people = {"101": ("moodle", "Ada Lovelace", "", "101"),
+              "ada@example.edu": ("gradescope", "Ada", "ada@example.edu", "7")}  # fmt: skip
+    for student, (layout, name, email, sid) in people.items():
+        write(tmp_path / student / "results.json", json.dumps({"score": 4, "tests": [],
+              "extra_data": {"problems": {SLUG: {"score": 4, "max_score": 8, "submitted": True}},
+                             "student": {"layout": layout, "name": name, "email": email,
+                                         "sid": sid}, "course": {"title": "HW"}}}))  # fmt: skip
+    write_gradebook(tmp_path, [SLUG])
+    moodle = list(csv.reader((tmp_path / "moodle-import.csv").open()))
+    assert moodle == [["Identifier", "Full name", "Grade", "Maximum grade"],
+                      ["Participant 101", "Ada Lovelace", "4", "8"]]  # fmt: skip
+    gradescope = list(csv.reader((tmp_path / "gradescope-import.csv").open()))
+    assert gradescope == [["Name", "SID", "Email", "Score"], ["Ada", "7", "ada@example.edu", "4"]]
+    assert not (tmp_path / "canvas-import.csv").exists()

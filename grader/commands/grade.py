@@ -139,13 +139,18 @@ def _summary(results: list[dict], course, failed: list[str], counts: dict, secon
     return "\n".join(lines)
 
 
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 def _announce(plans: list) -> None:
     changed = [p for p in plans if p.problems and not p.new]
     new = sum(1 for p in plans if p.problems and p.new)
     if new:
-        print(f"grading {new} new students", file=sys.stderr)
+        print(f"grading {_count(new, 'new student')}", file=sys.stderr)
     if changed:
-        print(f"grading {len(changed)} students again, only what changed:", file=sys.stderr)
+        print(f"grading {_count(len(changed), 'student')} again, only what changed:",
+              file=sys.stderr)  # fmt: skip
         for rerun in changed[:SHOWN_REASONS]:
             print(f"  {rerun.student}: {'; '.join(rerun.reasons)}", file=sys.stderr)
         if len(changed) > SHOWN_REASONS:
