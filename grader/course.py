@@ -148,16 +148,16 @@ class Course:
         lines = [f"title = {_toml(self.title)}", f"problems = {_toml(self.slugs)}", ""]
         points = {slug: value for slug, value in self.points.items() if slug in self.slugs}
         if points:
-            lines += ["[points]", *(f"{slug} = {value:g}" for slug, value in points.items()), ""]
+            lines += ["[points]", *(f"{slug} = {value!r}" for slug, value in points.items()), ""]
         if self.limits:
-            lines += ["[limits]", *(f"{names[k]} = {v:g}" for k, v in self.limits.items()), ""]
+            lines += ["[limits]", *(f"{names[k]} = {v!r}" for k, v in self.limits.items()), ""]
         if self.late is not None:
             late = self.late
             lines += ["[late]", f"due = {late.due.isoformat()}",
-                      f"grace_minutes = {late.grace / timedelta(minutes=1):g}",
-                      f"penalty_per_day = {late.penalty_per_day:g}",
+                      f"grace_minutes = {late.grace / timedelta(minutes=1)!r}",
+                      f"penalty_per_day = {late.penalty_per_day!r}",
                       f"marked_late_days = {late.marked_late_days}"]  # fmt: skip
-            lines += [f"max_days = {late.max_days:g}"] if late.max_days is not None else []
+            lines += [f"max_days = {late.max_days!r}"] if late.max_days is not None else []
             lines.append("")
         lines += ["[gradescope]", f"visibility = {_toml(self.visibility)}"]
         return "\n".join(lines) + "\n"

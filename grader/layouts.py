@@ -21,6 +21,7 @@ counts as `marked_late_days` late.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import zipfile
@@ -171,8 +172,11 @@ def _moodle(root: Path, problems: list[Problem]) -> ClassDownload:
     for pid, student in folders.items():
         files = list(student["files"])
         for folder in student["folders"]:  # the file plugin's folder, the online text's, ...
-            files += [(p.relative_to(folder).as_posix(), p) for p in sorted(folder.rglob("*"))
-                      if p.is_file() or p.is_symlink()]  # fmt: skip
+            for top, dirs, names in os.walk(folder):  # never into a linked folder
+                dirs.sort()
+                for name in sorted(names + [d for d in dirs if Path(top, d).is_symlink()]):
+                    path = Path(top, name)
+                    files.append((path.relative_to(folder).as_posix(), path))
         download.submissions.append(from_files(
             files, problems, pid, name=student["name"], sid=pid, layout="moodle"))  # fmt: skip
     return download
