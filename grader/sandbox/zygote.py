@@ -27,6 +27,7 @@ import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 
 from grader.sandbox import child, limits
@@ -69,11 +70,10 @@ def _can_switch_uid(uid: int) -> bool:
     return os.waitstatus_to_exitcode(status) == 0
 
 
-def _home(uid: int | None, number: int) -> str:
-    """A fresh folder of the student's own under /tmp (which only this server may write)."""
-    path = f"/tmp/s{number}"
-    shutil.rmtree(path, ignore_errors=True)
-    os.mkdir(path, 0o700)
+def _home(uid: int | None) -> str:
+    """A fresh folder of the student's own under /tmp (in a sandbox, only this server may
+    write there; without one, /tmp is shared with other graders: hence a unique name)."""
+    path = tempfile.mkdtemp(prefix="student-", dir="/tmp")
     if uid is not None:
         os.chown(path, uid, uid)
     return path
@@ -134,14 +134,12 @@ class Server:
     def __init__(self, control: socket.socket, own_uids: bool):
         self.control, self.own_uids = control, own_uids
         self.children: dict[int, tuple[int | None, str]] = {}  # pid -> (uid, home)
-        self.forked = 0
 
     def fork(self, request: dict, fds: list[int]) -> dict:
         if len(fds) != MAX_FDS:
             return {"error": f"fork needs {MAX_FDS} descriptors, got {len(fds)}"}
-        self.forked += 1
         uid = int(request["uid"]) if self.own_uids else None
-        home = _home(uid, self.forked)
+        home = _home(uid)
         pid = os.fork()
         if pid == 0:
             code = 0
