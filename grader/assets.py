@@ -5,8 +5,8 @@ below; a file already in the cache with the right hash is never downloaded again
 ``runtime/`` is assembled, laid out as Pyodide's ``indexURL``: the core files, numpy, the pure
 wheels with their bytecode compiled ahead (web/precompile.mjs: the page then imports pytest
 without compiling it on every load), and a ``pyodide-lock.json`` listing exactly those files.
-The site copies that folder and the parity runner boots from it, so nothing is ever fetched
-from a CDN.
+The site's boot files are made from that folder (grader/webruntime.py) and the parity runner
+boots from it, so nothing is ever fetched from a CDN.
 
 Sources (the only registries this kit uses):
 
@@ -267,7 +267,3 @@ def ensure_assets(cache: Path = CACHE_DIR) -> Path:
         _fetch_wheel(wheel, cache)
     return _assemble_runtime(cache)
 
-
-def copy_runtime(destination: Path, runtime: Path) -> None:
-    """Copy the runtime folder (from `ensure_assets`) to where the site serves it."""
-    shutil.copytree(runtime, destination, ignore=shutil.ignore_patterns(".inputs"))

@@ -20,6 +20,9 @@ import pytest
 
 # What one test's printed output may send on: a print in a long loop can produce megabytes.
 OUTPUT_LIMIT = 20_000
+# A frame seen this many times in a row is shown once more with a count, as CPython does:
+# infinite recursion would otherwise list a thousand identical frames.
+REPEATS_SHOWN = 3
 
 
 def capped(text: str, limit: int = OUTPUT_LIMIT) -> tuple[str, int]:
@@ -53,13 +56,50 @@ def learner_frames(tb, learner_file: str, source_lines: list[str]) -> list[dict]
             line = source_lines[number - 1].strip() if 0 < number <= len(source_lines) else ""
             frames.append({"line": number, "function": code.co_name, "code": line})
         tb = tb.tb_next
-    return frames
+    return collapse_repeats(frames)
+
+
+def collapse_repeats(frames: list[dict]) -> list[dict]:
+    """Runs of one same frame cut to REPEATS_SHOWN, the last one counting the rest
+    (``repeated``: how many more times the previous line ran)."""
+    kept: list[dict] = []
+    run = 0
+    for frame in frames:
+        same = bool(kept) and (kept[-1]["line"], kept[-1]["function"]) == (
+            frame["line"],
+            frame["function"],
+        )
+        run = run + 1 if same else 1
+        if run <= REPEATS_SHOWN:
+            kept.append(dict(frame))
+        else:
+            kept[-1]["repeated"] = run - REPEATS_SHOWN
+    return kept
+
+
+def _frames_of(exc: BaseException, learner_file: str, source_lines: list[str]) -> list[dict]:
+    """The learner's frames of `exc`, or of the exception it was raised from: a file that
+    failed to import fails each test with the import's exception as its cause."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        frames = learner_frames(exc.__traceback__, learner_file, source_lines)
+        if frames:
+            return frames
+        exc = exc.__cause__
+    return []
+
+
+def _summary_line(text: str | None) -> str:
+    """The first paragraph of a docstring, on one line."""
+    paragraph = (text or "").strip().split("\n\n", 1)[0]
+    return " ".join(paragraph.split())
 
 
 class Collector:
     """A pytest plugin that keeps, per test, what the learner needs to see."""
 
-    def __init__(self, learner_file: str | None = None):
+    def __init__(self, learner_file: str | None = None, on_test_start=None):
         self.learner_file = os.path.abspath(learner_file) if learner_file else None
         self.learner_lines = (
             Path(learner_file).read_text(encoding="utf-8", errors="replace").splitlines()
@@ -68,6 +108,11 @@ class Collector:
         )
         self.tests: dict[str, dict] = {}
         self.errors: list[str] = []
+        # `on_test_start(nodeid)` is told as each test starts (the page shows which one runs).
+        self.on_test_start = on_test_start
+        self.running: str | None = None
+        # Where a Ctrl-C (the page's Stop) found the code: {"test", "traceback"}.
+        self.interrupted_at: dict | None = None
 
     def pytest_configure(self, config):
         # pytest formats a report for every failure even with no terminal to show it; the
@@ -82,6 +127,7 @@ class Collector:
                 "name": item.name,
                 "function": item.originalname,
                 "impl": callspec.params.get("impl") if callspec else None,
+                "doc": _summary_line(getattr(getattr(item, "obj", None), "__doc__", None)),
                 "outcome": "notrun",
                 "message": "",
                 "error_type": None,
@@ -101,10 +147,24 @@ class Collector:
                 entry["message"] = _short_message(call.excinfo.value)
                 entry["error_type"] = _type_name(call.excinfo.value)
                 if self.learner_file:
-                    entry["traceback"] = learner_frames(
-                        call.excinfo.tb, self.learner_file, self.learner_lines
+                    entry["traceback"] = _frames_of(
+                        call.excinfo.value, self.learner_file, self.learner_lines
                     )
         return report
+
+    def pytest_runtest_logstart(self, nodeid):
+        self.running = nodeid
+        if self.on_test_start is not None:
+            self.on_test_start(nodeid)
+
+    def pytest_runtest_logfinish(self, nodeid):
+        self.running = None
+
+    def pytest_keyboard_interrupt(self, excinfo):
+        frames = []
+        if self.learner_file:
+            frames = learner_frames(excinfo.tb, self.learner_file, self.learner_lines)
+        self.interrupted_at = {"test": self.running, "traceback": frames}
 
     def pytest_runtest_logreport(self, report):
         entry = self.tests[report.nodeid]
@@ -150,5 +210,6 @@ def pytest_unconfigure(config):
     if collector is not None:
         path = Path(config.getoption("--collect-file"))
         body = {"exit_code": getattr(collector, "exit_code", None),
-                "tests": list(collector.tests.values()), "errors": collector.errors}  # fmt: skip
+                "tests": list(collector.tests.values()), "errors": collector.errors,
+                "interrupted_at": collector.interrupted_at}  # fmt: skip
         path.write_text(json.dumps(body), encoding="utf-8")

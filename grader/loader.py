@@ -189,15 +189,17 @@ class LocalRunner(Runner):
     """A solution run in this process: the learner's file, the reference or a mistake."""
 
     def __init__(self, problem: Problem, module: ModuleType | None, filename: str,
-                 reason: str | None = None):  # fmt: skip
+                 reason: str | None = None, cause: BaseException | None = None):  # fmt: skip
         super().__init__(filename, Limits.of(problem))
-        self.reason = reason
+        # `cause`: what the file raised while being imported; chained to each failure, so the
+        # learner's line that raised it can be shown.
+        self.reason, self.cause = reason, cause
         solution = solution_namespace(module, problem.implement, filename) if module else None
         self.session = Session(solution, load_probes(problem), (KeyboardInterrupt, _Timeout))
 
     def exchange(self, request: dict, allowance: float, late: str):
         if self.reason is not None:
-            raise SubmissionError(self.reason)
+            raise SubmissionError(self.reason) from self.cause
         started = time.monotonic()
         try:
             with time_limit(allowance):
@@ -273,7 +275,7 @@ def _local(problem: Problem, spec: str) -> LocalRunner:
     try:
         module = load_source(data.decode("utf-8"), f"solution_{problem.slug}", str(path))
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - a solution may raise anything
-        return LocalRunner(problem, None, filename, import_failure(exc, filename))
+        return LocalRunner(problem, None, filename, import_failure(exc, filename), exc)
     return LocalRunner(problem, module, filename)
 
 

@@ -51,6 +51,7 @@ OPTIONAL_KEYS = {
     "points": dict,  # test function name -> points
     "input_checks": list,  # test function names (fnmatch patterns) about input handling
     "builds_on": list,  # reference modules a solution may import (the capstone's)
+    "hints": list,  # progressive hints (Markdown), offered one at a time after failed runs
 }
 MAX_INPUT_CHECK_SHARE = 0.2
 
@@ -79,6 +80,7 @@ class Problem:
     points: dict[str, float] = field(default_factory=dict)  # per test function, by name
     input_checks: tuple[str, ...] = ()
     builds_on: tuple[str, ...] = ()
+    hints: tuple[str, ...] = ()
 
     @property
     def statement(self) -> Path:
@@ -158,6 +160,8 @@ def _check_metadata(meta: dict, where: Path) -> None:
     for key in ("input_checks", "builds_on"):
         if not all(isinstance(item, str) and item for item in meta.get(key, [])):
             raise ProblemSpecError(f"{where}: {key!r} must list names")
+    if not all(isinstance(hint, str) and hint.strip() for hint in meta.get("hints", [])):
+        raise ProblemSpecError(f"{where}: 'hints' must list the hints as non-empty strings")
     unknown = set(meta) - set(REQUIRED_KEYS) - set(OPTIONAL_KEYS)
     if unknown:
         raise ProblemSpecError(f"{where}: unknown keys {sorted(unknown)}")
@@ -192,6 +196,7 @@ def load_problem(directory: Path, whole: bool = True) -> Problem:
         points=dict(meta.get("points", {})),
         input_checks=tuple(meta.get("input_checks", ())),
         builds_on=tuple(meta.get("builds_on", ())),
+        hints=tuple(meta.get("hints", ())),
     )
     for required in (problem.statement, problem.stub) if whole else ():
         if not required.is_file():

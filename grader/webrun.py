@@ -4,7 +4,8 @@ The browser's Web Worker (web/src/worker.js) and the parity runner (tests/parity
 `run_problem` inside Pyodide, after writing the kit's files into Pyodide's file system laid out
 as in the repository. It runs the real pytest on the same test files as a local run, through
 the same ``--impl`` seam, and turns each test into a dict the page can show: outcome, the
-assertion message, the frames of the learner's own file, and what the learner's code printed.
+assertion message, the frames of the learner's own file, and what the learner's code printed;
+``grader/feedback.py`` then adds what the page shows first (titles, problems of the file).
 
 Standard library and pytest only, so it also runs (and is tested) under CPython.
 """
@@ -19,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from grader import feedback
 from grader.collect import Collector, capped
+from grader.problems import load_problem
 
 # pytest options that the Emscripten file system needs (capture through sys, not file
 # descriptors) and that keep repeated in-process runs fast and independent. The terminal
@@ -53,15 +56,18 @@ def _kit_on_path(root: Path):
             os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = saved_env
 
 
-def run_problem(root: str, slug: str, impls: list[str], learner_file: str | None = None) -> dict:
+def run_problem(root: str, slug: str, impls: list[str], learner_file: str | None = None,
+                progress=None) -> dict:  # fmt: skip
     """Run ``problems/<slug>`` under `root` with each of `impls` and return per-test results.
 
-    Returns ``{"exit_code", "interrupted", "tests": [...], "errors": [...], "log"}``; ``log`` is
-    pytest's own terminal output (capped), kept for errors that no test explains.
+    Returns ``{"exit_code", "interrupted", "interrupted_at", "tests": [...], "errors": [...],
+    "log", "file_problems"}``; ``log`` is pytest's own terminal output (capped), kept for errors
+    that no test explains; ``interrupted_at`` says which test (and learner's line) a Ctrl-C
+    stopped. `progress(nodeid)` is called as each test starts.
     """
     root_path = Path(root).resolve()
     _forget_test_modules(root_path)
-    collector = Collector(learner_file)
+    collector = Collector(learner_file, on_test_start=progress)
     args = [str(root_path / "problems" / slug), "--rootdir", str(root_path)]
     args += ["--confcutdir", str(root_path), *PYTEST_ARGS]
     for spec in impls:
@@ -69,13 +75,19 @@ def run_problem(root: str, slug: str, impls: list[str], learner_file: str | None
     log = io.StringIO()
     with _kit_on_path(root_path), contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         exit_code = pytest.main(args, plugins=[collector])
-    return {
+    report = {
         "exit_code": int(exit_code),
         "interrupted": exit_code == pytest.ExitCode.INTERRUPTED,
+        "interrupted_at": collector.interrupted_at,
         "tests": list(collector.tests.values()),
         "errors": collector.errors,
         "log": _capped_log(log.getvalue()),
     }
+    source = None
+    if learner_file:
+        source = Path(learner_file).read_text(encoding="utf-8", errors="replace")
+    names = load_problem(root_path / "problems" / slug, whole=False).implement
+    return feedback.annotate(report, source, names)
 
 
 def _capped_log(text: str) -> str:

@@ -17,7 +17,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from grader import assets, site
-    from grader.serve import make_server
+    from grader.serve import make_server, torch_available
 
     try:
         out = site.DIST_DIR if args.no_build else site.ensure_site()
@@ -28,13 +28,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {out} holds no built site; run `grpo-kit build` first", file=sys.stderr)
         return 1
     try:
-        server = make_server(out, port=args.port)
+        server = make_server(out, port=args.port, local_runs=torch_available())
     except OSError as exc:
         print(f"error: cannot listen on 127.0.0.1:{args.port} ({exc.strerror}). Is another "
               f"`grpo-kit serve` running? Stop it, or pick another port: "
               f"grpo-kit serve --port {args.port + 1}", file=sys.stderr)  # fmt: skip
         return 1
     print(f"Serving the problems at http://127.0.0.1:{server.server_address[1]}/ (Ctrl+C stops)")
+    if server.local_runs is None:
+        print("PyTorch is not installed here: its problems' pages say how to run them locally")
     sys.stdout.flush()
     with server:
         server.serve_forever()

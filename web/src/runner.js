@@ -1,18 +1,27 @@
-// Owns the Pyodide worker: starts it early, runs code, and stops runaway code.
+// Runs the hidden tests on the learner's code, in one of two places with one interface:
+// `run(code)` resolves with {type: "result", result} | {type: "error", message} |
+// {type: "stopped", at?}, and `stop()` ends a run in progress.
 //
+// * `Runner`: Pyodide in a Web Worker, started at page load (the numpy problems).
+// * `ServerRunner`: the local `grpo-kit serve`, which runs them in the sandbox of
+//   `grpo-kit grade` (the PyTorch problems; grader/serve.py, grader/localrun.py).
+
+/* global WORKER_URL */ // the worker's hashed URL (set by build.mjs)
+
+const STOP_GRACE_MS = 1000;
+
 // Stop first asks Python to raise KeyboardInterrupt through the interrupt buffer (only possible
 // when the page is cross-origin isolated, which `grpo-kit serve` arranges). Code that swallows
 // the interrupt, or a page without isolation, gets the fallback after a grace period: the
 // worker is terminated and a fresh one boots, so the next Run always works. A fatal error in
 // Python (a WebAssembly trap) also brings up a fresh worker.
-
-const STOP_GRACE_MS = 1000;
-
 export class Runner {
-  constructor({ kit, onStatus }) {
+  constructor({ kit, onStatus, onProgress = () => {} }) {
     this.kit = kit;
     this.onStatus = onStatus;
+    this.onProgress = onProgress;
     this.pending = null; // {id, resolve} of the run in progress
+    this.running = null; // the test that run is in, as the worker last said
     this.nextId = 1;
     this.canInterrupt = self.crossOriginIsolated === true;
     this.start();
@@ -20,7 +29,7 @@ export class Runner {
 
   start() {
     this.interrupt = this.canInterrupt ? new Int32Array(new SharedArrayBuffer(4)) : null;
-    this.worker = new Worker("/assets/worker.js", { type: "module" });
+    this.worker = new Worker(WORKER_URL, { type: "module" });
     this.ready = new Promise((resolve, reject) => {
       this.worker.onmessage = (event) => this.receive(event.data, resolve, reject);
       this.worker.onerror = (event) => {
@@ -41,28 +50,36 @@ export class Runner {
     if (message.type === "ready") {
       this.bootPhases = message.phases; // for the benchmark: where the start-up time goes
       resolveReady(message.bootMs);
-    }
-    else if (message.type === "error" && !message.id) rejectReady(new Error(message.message));
+    } else if (message.type === "error" && !message.id) rejectReady(new Error(message.message));
     else if (this.pending && message.id === this.pending.id) {
+      if (message.type === "progress") {
+        this.running = message.test;
+        this.onProgress(message.test);
+        return;
+      }
       // An error after Stop was pressed is how the Stop ended the run, not a fault of the code.
       const stopped = message.type === "stopped" || (message.type === "error" && this.pending.timer);
       if (message.type === "error" && message.fatal) {
         // This Python can no longer run anything: bring up a fresh one and say so.
         const crashed = `Python crashed (${message.message}) and is restarting: `
           + "press Run again when it is ready.";
-        this.restart(stopped ? { type: "stopped" } : { type: "error", message: crashed });
-      } else this.finish(stopped ? { type: "stopped" } : message);
+        this.restart(stopped ? this.stopped() : { type: "error", message: crashed });
+      } else this.finish(stopped ? this.stopped() : message);
     }
+  }
+
+  stopped() {
+    return { type: "stopped", at: this.running ? { test: this.running } : null };
   }
 
   finish(outcome) {
     const { resolve, timer } = this.pending;
     clearTimeout(timer);
     this.pending = null;
+    this.running = null;
     resolve(outcome);
   }
 
-  // Resolves with {type: "result", result} or {type: "error", message} or {type: "stopped"}.
   async run(code) {
     if (this.pending) throw new Error("a run is already in progress");
     const id = this.nextId++;
@@ -93,9 +110,53 @@ export class Runner {
   }
 
   // Replaces the worker with a fresh one; a run still pending ends with `outcome`.
-  restart(outcome = { type: "stopped" }) {
+  restart(outcome = this.stopped()) {
     this.worker.terminate();
     if (this.pending) this.finish(outcome);
     this.start();
+  }
+}
+
+// The PyTorch problems, on the machine that serves the page: the server checks that the
+// request comes from its own page (origin, and the token it wrote into the page).
+export class ServerRunner {
+  constructor({ slug, token, onStatus }) {
+    this.slug = slug;
+    this.token = token;
+    this.bootPhases = null;
+    this.current = null;
+    onStatus("ready", "Runs on this machine, with PyTorch");
+  }
+
+  post(path, body) {
+    return fetch(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-Grpo-Kit-Token": this.token },
+      body: JSON.stringify(body),
+    });
+  }
+
+  async run(code) {
+    const run = `${Date.now()}-${Math.random().toString(36).slice(2)}`;
+    this.current = run;
+    const started = performance.now();
+    try {
+      const response = await this.post("/api/run", { slug: this.slug, code, run });
+      const body = await response.json();
+      if (!response.ok || body.type === "error") return { type: "error", message: body.message };
+      if (body.type === "result") body.result.ms = performance.now() - started;
+      return body;
+    } catch (error) {
+      return {
+        type: "error",
+        message: `The local server did not answer (${error.message}): is grpo-kit serve still running?`,
+      };
+    } finally {
+      this.current = null;
+    }
+  }
+
+  stop() {
+    if (this.current) this.post("/api/stop", { run: this.current }).catch(() => {});
   }
 }

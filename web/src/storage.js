@@ -1,4 +1,5 @@
-// What the browser remembers per problem: the learner's draft and whether it was solved.
+// What the browser remembers per problem: the learner's draft, whether it was solved, and how
+// many hints were shown.
 
 const key = (kind, slug) => `grpo-kit:${kind}:${slug}`;
 
@@ -22,5 +23,8 @@ function write(name, value) {
 export const loadDraft = (slug) => read(key("draft", slug));
 export const saveDraft = (slug, code) => write(key("draft", slug), code);
 export const clearDraft = (slug) => write(key("draft", slug), null);
+export const hasDraft = (slug) => read(key("draft", slug)) !== null;
 export const isSolved = (slug) => read(key("solved", slug)) === "1";
 export const markSolved = (slug) => write(key("solved", slug), "1");
+export const hintsShown = (slug) => Number(read(key("hints", slug)) ?? 0);
+export const setHintsShown = (slug, count) => write(key("hints", slug), String(count));

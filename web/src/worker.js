@@ -2,13 +2,20 @@
 //
 // Messages in:  {type: "init", kit, interruptBuffer?}  boot, write the kit, warm pytest up
 //               {type: "run", id, code}                 run the hidden tests on `code`
-// Messages out: {type: "ready", bootMs} | {type: "result", id, result} | {type: "stopped", id}
+// Messages out: {type: "ready", bootMs, phases} | {type: "progress", id, test}
+//               | {type: "result", id, result} | {type: "stopped", id}
 //               | {type: "error", id?, message, fatal}; fatal: this Python can no longer run
 //
+// Python starts from a memory snapshot taken at build time (web/snapshot.mjs: pytest and the
+// kit's runner already imported), or from scratch should the snapshot not restore. The
+// packages' files come as one image (image.js); numpy is imported after the restore.
 // The kit's files are written to /kit laid out as in the repository, and the learner's code
 // replaces the starter, problems/<slug>/<slug>.py: exactly what `pytest problems/<slug>` runs.
 
-const INDEX_URL = new URL("/pyodide/", self.location.href).href;
+import { writeImage } from "./image.js";
+
+/* global RUNTIME_URL */ // the runtime's folder, e.g. "/pyodide-3f2a9c1b/" (set by build.mjs)
+const INDEX_URL = new URL(RUNTIME_URL, self.location.href).href;
 const ROOT = "/kit";
 
 const WARM_UP_DELAY_MS = 200;
@@ -32,38 +39,59 @@ function writeFiles(files) {
   }
 }
 
+function download(name) {
+  return fetch(INDEX_URL + name).then((response) => {
+    if (!response.ok) throw new Error(`cannot load ${name} (${response.status}): rebuild the site`);
+    return response.arrayBuffer();
+  });
+}
+
 // Runs the tests and returns the report as a JS object (through JSON: plain data both ways).
-function runTests(impl, learnerFile) {
+// `progress(nodeid)` is called as each test starts.
+function runTests(impl, learnerFile, progress = null) {
   const runProblem = pyodide.globals.get("_run_as_json");
   try {
-    return JSON.parse(runProblem(ROOT, kit.slug, impl, learnerFile));
+    return JSON.parse(runProblem(ROOT, kit.slug, impl, learnerFile, progress));
   } finally {
     runProblem.destroy();
+  }
+}
+
+async function startPython(snapshot) {
+  const { loadPyodide } = await import(/* external */ `${INDEX_URL}pyodide.mjs`);
+  try {
+    return await loadPyodide({ indexURL: INDEX_URL, _loadSnapshot: snapshot });
+  } catch (error) {
+    console.warn("the memory snapshot did not restore: starting Python from scratch", error);
+    return loadPyodide({ indexURL: INDEX_URL });
   }
 }
 
 async function boot(message) {
   const started = performance.now();
   kit = message.kit;
-  const { loadPyodide } = await import(/* external */ `${INDEX_URL}pyodide.mjs`);
-  pyodide = await loadPyodide({ indexURL: INDEX_URL });
+  // Both downloads start at once, while Pyodide's own files load.
+  const image = download("site-packages.bin");
+  pyodide = await startPython(download("snapshot.bin"));
   const booted = performance.now();
-  await loadPackages((options) => pyodide.loadPackage(["numpy", "pytest"], options));
-  const loaded = performance.now();
-  interruptBuffer = message.interruptBuffer ?? null;
+  writeImage(pyodide, new Uint8Array(await image));
   writeFiles(kit.files);
+  const written = performance.now();
+  interruptBuffer = message.interruptBuffer ?? null;
   pyodide.runPython(`
-import json, sys
+import importlib, json, sys
+importlib.invalidate_caches()  # the image's files are new to the import system
 sys.dont_write_bytecode = True  # an edit within the same second must never run stale bytecode
-sys.path.insert(0, ${JSON.stringify(ROOT)})
+if ${JSON.stringify(ROOT)} not in sys.path:
+    sys.path.insert(0, ${JSON.stringify(ROOT)})
+import numpy, pytest
 from grader.webrun import run_problem
 
-def _run_as_json(root, slug, impl, learner_file):
-    return json.dumps(run_problem(root, slug, [impl], learner_file))
+def _run_as_json(root, slug, impl, learner_file, progress):
+    return json.dumps(run_problem(root, slug, [impl], learner_file, progress))
 `);
-  pyodide.runPython("import numpy, pytest");
   const now = performance.now();
-  const phases = { python: booted - started, packages: loaded - booted, imports: now - loaded };
+  const phases = { python: booted - started, files: written - booted, imports: now - written };
   self.postMessage({ type: "ready", bootMs: now - started, phases });
   setTimeout(warmUp, WARM_UP_DELAY_MS);
 }
@@ -81,21 +109,13 @@ function warmUp() {
   }
 }
 
-// loadPackage only logs a missing file or a bad hash: collect and fail loudly instead.
-async function loadPackages(load) {
-  const failures = [];
-  await load({ messageCallback: () => {}, errorCallback: (text) => failures.push(text) });
-  if (failures.length) throw new Error(failures.join("\n"));
-}
-
-async function run(message) {
+function run(message) {
   warmedUp = true;
   const started = performance.now();
-  // Packages the site ships (array_api_compat) load when the code first imports them.
-  await loadPackages((options) => pyodide.loadPackagesFromImports(message.code, options));
   pyodide.FS.writeFile(learnerPath(), message.code);
   if (interruptBuffer) pyodide.setInterruptBuffer(interruptBuffer);
-  const result = runTests("starter", learnerPath());
+  const progress = (test) => self.postMessage({ type: "progress", id: message.id, test });
+  const result = runTests("starter", learnerPath(), progress);
   result.ms = performance.now() - started;
   self.postMessage({ type: "result", id: message.id, result });
 }
@@ -114,7 +134,7 @@ self.onmessage = async (event) => {
   const message = event.data;
   try {
     if (message.type === "init") await boot(message);
-    else if (message.type === "run") await run(message);
+    else if (message.type === "run") run(message);
   } catch (error) {
     // A Stop that lands just after pytest returned interrupts the code that reports: still a Stop.
     if (message.type === "run" && error?.type === "KeyboardInterrupt" && pythonIsAlive()) {
