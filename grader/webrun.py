@@ -27,8 +27,16 @@ from grader.problems import load_problem
 # pytest options that the Emscripten file system needs (capture through sys, not file
 # descriptors) and that keep repeated in-process runs fast and independent. The terminal
 # report is off: the collector reports instead, and formatting every failure's traceback
-# for a terminal nobody reads was most of the time of a failing run.
-PYTEST_ARGS = ("-p", "no:cacheprovider", "-p", "no:terminal", "--capture=sys")
+# for a terminal nobody reads was most of the time of a failing run. The plugins turned off
+# only report or hook into tools (a debugger, JUnit XML, a pastebin) and change no verdict;
+# registering them took a third of a repeated run, and unraisableexception's two garbage
+# collections at the end another sixth.
+PYTEST_ARGS = (
+    "-p", "no:cacheprovider", "-p", "no:terminal", "--capture=sys",
+    *("-p", "no:unraisableexception", "-p", "no:threadexception", "-p", "no:faulthandler"),
+    *("-p", "no:junitxml", "-p", "no:pastebin", "-p", "no:doctest", "-p", "no:stepwise"),
+    *("-p", "no:setuponly", "-p", "no:setupplan", "-p", "no:legacypath", "-p", "no:debugging"),
+)  # fmt: skip
 
 
 def _forget_test_modules(root: Path) -> None:

@@ -5,8 +5,9 @@ From the pinned runtime (``grader/assets.py``):
 * the Pyodide core files the worker loads;
 * ``site-packages.bin``: every file of the wheels (numpy, pytest and what it needs) in one
   image that the worker writes to Pyodide's file system at once (``web/src/image.js``);
-* ``snapshot.bin``: a memory snapshot of Python with pytest and the kit's runner imported
-  (``web/snapshot.mjs``): restoring it skips most of Python's start-up;
+* ``snapshot.bin``: a memory snapshot of Python with numpy, pytest and the kit's runner
+  imported (``web/snapshot.mjs``): restoring it skips most of Python's start-up; and
+  ``snapshot.bin.json``, where numpy's compiled modules were linked (``web/src/dynlibs.js``);
 * beside each, its brotli and gzip versions (``web/compress.mjs``), so the server sends
   compressed bytes without compressing them on every request.
 
@@ -36,7 +37,7 @@ CORE_FILES = ("pyodide.mjs", "pyodide.asm.js", "pyodide.asm.wasm", "python_stdli
 IMAGE_NAME = "site-packages.bin"
 SNAPSHOT_NAME = "snapshot.bin"
 SITE_PACKAGES = "/lib/python3.12/site-packages"
-SCRIPTS = ("snapshot.mjs", "compress.mjs", "src/image.js")
+SCRIPTS = ("snapshot.mjs", "compress.mjs", "src/image.js", "src/dynlibs.js")
 
 
 def site_packages_image(runtime: Path) -> bytes:

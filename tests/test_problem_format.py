@@ -70,6 +70,7 @@ def test_stub_and_reference_define_every_name_to_implement():
         (lambda m: m + "title = [\n", "invalid TOML"),
         (lambda m: m + "input_checks = 3\n", "'input_checks' has the wrong type"),
         (lambda m: m + "builds_on = [1]\n", "'builds_on' must list names"),
+        (lambda m: m + "hints = ['a', ' ']\n", "'hints' must list the hints"),
         (lambda m: m + "[points]\ntest_a = -1\n", "must be a number >= 0"),
     ],
     ids=[
@@ -81,6 +82,7 @@ def test_stub_and_reference_define_every_name_to_implement():
         "bad-toml",
         "input-checks",
         "builds-on",
+        "blank-hint",
         "negative-points",
     ],
 )

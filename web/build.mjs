@@ -133,11 +133,11 @@ function layout({ title, body, script, head = "" }) {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="color-scheme" content="light dark">
-<title>${escape(title)} · grpo-kit</title>
+${head}<title>${escape(title)} · grpo-kit</title>
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="/${katexDir}/katex.min.css">
 <link rel="stylesheet" href="${urls.style}">
-${head}</head>
+</head>
 <body>
 <a class="skip" href="#main">Skip to the content</a>
 <header class="site"><a href="/">grpo-kit</a> <span>GRPO, one exercise at a time</span></header>
@@ -263,7 +263,23 @@ ${workbench(problem, next, !browser)}
 ${browser ? "" : localOnly(problem)}
 </main>
 <script type="application/json" id="problem-data">${scriptJson(data)}</script>`;
-  return layout({ title: problem.title, body, script: urls.page });
+  // The numpy problems' Python starts while the rest of the page loads: src/runner.js adopts
+  // this worker and the messages it sent before the page's script ran.
+  const head = browser
+    ? `<script>
+window.grpoKitBoot = (() => {
+  const interrupt = self.crossOriginIsolated ? new Int32Array(new SharedArrayBuffer(4)) : null;
+  const worker = new Worker(${scriptJson(workerUrls.worker)}, { type: "module" });
+  const boot = { worker, interrupt, messages: [], failed: null };
+  worker.onmessage = (event) => boot.messages.push(event.data);
+  worker.onerror = (event) => { boot.failed = event; };
+  worker.postMessage({ type: "init", slug: ${scriptJson(problem.slug)}, kitUrl: ${scriptJson(`/p/${problem.slug}/kit.json`)}, interruptBuffer: interrupt });
+  return boot;
+})();
+</script>
+`
+    : "";
+  return layout({ title: problem.title, body, script: urls.page, head });
 }
 
 writeFileSync(join(out, "index.html"), listPage(manifest.problems));

@@ -6,20 +6,28 @@
 //
 // the files' bytes one after the other, in the order listed, each written to root/path.
 
-export function writeImage(pyodide, bytes) {
+// Full path -> the file's bytes (views into `bytes`, no copy).
+export function readImage(bytes) {
   const length = new DataView(bytes.buffer, bytes.byteOffset, 4).getUint32(0, true);
   const index = JSON.parse(new TextDecoder().decode(bytes.subarray(4, 4 + length)));
+  const files = new Map();
   let offset = 4 + length;
-  const folders = new Set();
   for (const [path, size] of index.files) {
-    const full = `${index.root}/${path}`;
-    const folder = full.slice(0, full.lastIndexOf("/"));
+    files.set(`${index.root}/${path}`, bytes.subarray(offset, offset + size));
+    offset += size;
+  }
+  if (offset !== bytes.length) throw new Error("the site-packages image is damaged: rebuild the site");
+  return files;
+}
+
+export function writeImage(pyodide, files) {
+  const folders = new Set();
+  for (const [path, data] of files) {
+    const folder = path.slice(0, path.lastIndexOf("/"));
     if (!folders.has(folder)) {
       pyodide.FS.mkdirTree(folder);
       folders.add(folder);
     }
-    pyodide.FS.writeFile(full, bytes.subarray(offset, offset + size));
-    offset += size;
+    pyodide.FS.writeFile(path, data);
   }
-  if (offset !== bytes.length) throw new Error("the site-packages image is damaged: rebuild the site");
 }

@@ -4,7 +4,7 @@
 
 import { createEditor, getCode, goToLine, markProblems, setCode } from "./editor.js";
 import { showOutcome } from "./results.js";
-import { Runner, ServerRunner } from "./runner.js";
+import { Runner, ServerRunner, kitUrl } from "./runner.js";
 import {
   clearDraft,
   hintsShown,
@@ -77,23 +77,11 @@ function setUpWorkbench() {
     goToLine(editor, line);
   };
 
-  let runner = null;
-  let runnerReady;
-  if (problem.runtime === "pyodide") {
-    runnerReady = fetch(`/p/${problem.slug}/kit.json`)
-      .then((response) => {
-        if (!response.ok) throw new Error(`cannot load the tests (${response.status}): rebuild the site`);
-        return response.json();
-      })
-      .then((files) => {
-        runner = new Runner({ kit: { slug: problem.slug, files }, onStatus: setStatus, onProgress });
-        return runner;
-      });
-  } else {
-    runner = new ServerRunner({ slug: problem.slug, token, onStatus: setStatus });
-    runnerReady = Promise.resolve(runner);
-  }
-  runnerReady.catch((error) => setStatus("broken", error.message));
+  const runner =
+    problem.runtime === "pyodide"
+      ? new Runner({ slug: problem.slug, kitUrl: kitUrl(problem.slug) })
+      : new ServerRunner({ slug: problem.slug, token });
+  runner.listen({ onStatus: setStatus, onProgress });
 
   let done = 0;
   function onProgress(test) {
@@ -123,10 +111,7 @@ function setUpWorkbench() {
     summary.dataset.verdict = "";
     summary.textContent = status.dataset.state === "ready" ? "Running the hidden tests…" : "Waiting for Python to start…";
     try {
-      const outcome = await runnerReady.then(
-        (ready) => ready.run(getCode(editor)),
-        (error) => ({ type: "error", message: error.message }),
-      );
+      const outcome = await runner.run(getCode(editor));
       const verdict = showOutcome({ list: results, summary, banners, checklist }, outcome, {
         fileName,
         onLine: showLine,
@@ -155,7 +140,7 @@ function setUpWorkbench() {
     event.preventDefault();
     run();
   });
-  stopButton.addEventListener("click", () => runner?.stop());
+  stopButton.addEventListener("click", () => runner.stop());
   byId("reset").addEventListener("click", () => {
     if (!confirm("Replace your code with the starter? Your draft will be lost.")) return;
     setCode(editor, problem.starter);
@@ -168,8 +153,8 @@ function setUpWorkbench() {
     getCode: () => getCode(editor),
     setCode: (code) => setCode(editor, code),
     run,
-    stop: () => runner?.stop(),
-    bootPhases: () => runner?.bootPhases ?? null,
+    stop: () => runner.stop(),
+    bootPhases: () => runner.bootPhases ?? null,
   };
 }
 

@@ -18,7 +18,7 @@ function tracebackBlock(frames, fileName) {
     const frame = `${fileName}, line ${f.line}, in ${f.function}\n    ${f.code}`;
     return f.repeated ? [frame, `  [Previous line repeated ${f.repeated} more times]`] : [frame];
   });
-  return element("pre", { class: "traceback", "data-testid": "traceback", tabindex: "0" }, lines.join("\n"));
+  return element("pre", { class: "traceback", "data-testid": "traceback" }, lines.join("\n"));
 }
 
 function outputBlock(test, folded) {
@@ -44,7 +44,7 @@ function resultItem(test, fileName, { details = true, note = "" } = {}) {
   if (note) item.append(element("p", { class: "note" }, note));
   if (!details) return item;
   if (status !== "passed" && test.message) {
-    item.append(element("pre", { class: "message", "data-testid": "result-message", tabindex: "0" }, test.message));
+    item.append(element("pre", { class: "message", "data-testid": "result-message" }, test.message));
   }
   item.append(tracebackBlock(test.traceback, fileName) ?? "", outputBlock(test, status === "passed") ?? "");
   return item;
@@ -65,7 +65,7 @@ function banner(problem, fileName, onLine) {
     "div",
     { class: `banner ${problem.kind}`, "data-testid": "banner", "data-kind": problem.kind, role: "alert" },
     element("p", { class: "banner-title" }, BANNER_TITLES[problem.kind] ?? "Your file has a problem", where),
-    element("pre", { class: "message", "data-testid": "banner-message", tabindex: "0" }, problem.message),
+    element("pre", { class: "message", "data-testid": "banner-message" }, problem.message),
     element("p", { class: "banner-tests" }, `It holds up ${plural(problem.tests.length, "test")}.`),
   );
   if (problem.line) {
@@ -130,7 +130,7 @@ export function showOutcome({ list, summary, banners, checklist }, outcome, { fi
   const errors = outcome.result.errors.length || tests.length ? outcome.result.errors : [log];
   if (errors.length) {
     items.push(element("li", { class: "result error", "data-testid": "result", "data-status": "error" },
-      element("pre", { class: "message", tabindex: "0" }, errors.join("\n"))));
+      element("pre", { class: "message" }, errors.join("\n"))));
   }
   list.replaceChildren(...items.filter(Boolean));
 

@@ -10,16 +10,21 @@
 
 const STOP_GRACE_MS = 1000;
 
+export const kitUrl = (slug) => `/p/${slug}/kit.json`;
+const initMessage = (slug, kit, interruptBuffer) => ({ type: "init", slug, kitUrl: kit, interruptBuffer });
+
 // Stop first asks Python to raise KeyboardInterrupt through the interrupt buffer (only possible
 // when the page is cross-origin isolated, which `grpo-kit serve` arranges). Code that swallows
 // the interrupt, or a page without isolation, gets the fallback after a grace period: the
 // worker is terminated and a fresh one boots, so the next Run always works. A fatal error in
 // Python (a WebAssembly trap) also brings up a fresh worker.
 export class Runner {
-  constructor({ kit, onStatus, onProgress = () => {} }) {
-    this.kit = kit;
-    this.onStatus = onStatus;
-    this.onProgress = onProgress;
+  constructor({ slug, kitUrl }) {
+    this.slug = slug;
+    this.kitUrl = kitUrl;
+    this.status = null; // [state, text], kept for a page that listens later (`listen`)
+    this.onStatus = () => {};
+    this.onProgress = () => {};
     this.pending = null; // {id, resolve} of the run in progress
     this.running = null; // the test that run is in, as the worker last said
     this.nextId = 1;
@@ -27,9 +32,29 @@ export class Runner {
     this.start();
   }
 
+  // The page's handlers: the runner starts before the page has its elements (start.js).
+  listen({ onStatus, onProgress }) {
+    this.onStatus = onStatus;
+    this.onProgress = onProgress;
+    if (this.status) onStatus(...this.status);
+  }
+
+  setStatus(state, text) {
+    this.status = [state, text];
+    this.onStatus(state, text);
+  }
+
   start() {
-    this.interrupt = this.canInterrupt ? new Int32Array(new SharedArrayBuffer(4)) : null;
-    this.worker = new Worker(WORKER_URL, { type: "module" });
+    // The first worker may have been started by the page's inline script (build.mjs), before
+    // this code loaded: adopt it, with the messages it sent meanwhile.
+    const early = window.grpoKitBoot;
+    window.grpoKitBoot = null;
+    if (early) {
+      ({ worker: this.worker, interrupt: this.interrupt } = early);
+    } else {
+      this.interrupt = this.canInterrupt ? new Int32Array(new SharedArrayBuffer(4)) : null;
+      this.worker = new Worker(WORKER_URL, { type: "module" });
+    }
     this.ready = new Promise((resolve, reject) => {
       this.worker.onmessage = (event) => this.receive(event.data, resolve, reject);
       this.worker.onerror = (event) => {
@@ -37,13 +62,15 @@ export class Runner {
         reject(error);
         if (this.pending) this.finish({ type: "error", message: error.message });
       };
+      for (const message of early?.messages ?? []) this.receive(message, resolve, reject);
+      if (early?.failed) this.worker.onerror(early.failed);
     });
     this.ready.then(
-      (ms) => this.onStatus("ready", `Python ready (${(ms / 1000).toFixed(1)} s)`),
-      (error) => this.onStatus("broken", `Python could not start: ${error.message}`),
+      (ms) => this.setStatus("ready", `Python ready (${(ms / 1000).toFixed(1)} s)`),
+      (error) => this.setStatus("broken", `Python could not start: ${error.message}`),
     );
-    this.onStatus("starting", "Starting Python…");
-    this.worker.postMessage({ type: "init", kit: this.kit, interruptBuffer: this.interrupt });
+    this.setStatus("starting", "Starting Python…");
+    if (!early) this.worker.postMessage(initMessage(this.slug, this.kitUrl, this.interrupt));
   }
 
   receive(message, resolveReady, rejectReady) {
@@ -120,11 +147,14 @@ export class Runner {
 // The PyTorch problems, on the machine that serves the page: the server checks that the
 // request comes from its own page (origin, and the token it wrote into the page).
 export class ServerRunner {
-  constructor({ slug, token, onStatus }) {
+  constructor({ slug, token }) {
     this.slug = slug;
     this.token = token;
     this.bootPhases = null;
     this.current = null;
+  }
+
+  listen({ onStatus }) {
     onStatus("ready", "Runs on this machine, with PyTorch");
   }
 

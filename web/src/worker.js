@@ -1,18 +1,20 @@
 // The Python side of the page: Pyodide in a Web Worker, so a long run never freezes the page.
 //
-// Messages in:  {type: "init", kit, interruptBuffer?}  boot, write the kit, warm pytest up
+// Messages in:  {type: "init", slug, kitUrl, interruptBuffer?}  boot, write the kit, warm up
 //               {type: "run", id, code}                 run the hidden tests on `code`
 // Messages out: {type: "ready", bootMs, phases} | {type: "progress", id, test}
 //               | {type: "result", id, result} | {type: "stopped", id}
 //               | {type: "error", id?, message, fatal}; fatal: this Python can no longer run
 //
-// Python starts from a memory snapshot taken at build time (web/snapshot.mjs: pytest and the
-// kit's runner already imported), or from scratch should the snapshot not restore. The
-// packages' files come as one image (image.js); numpy is imported after the restore.
+// Python starts from a memory snapshot taken at build time (web/snapshot.mjs: numpy, pytest
+// and the kit's runner already imported; dynlibs.js links numpy's compiled modules again), or
+// from scratch should the snapshot not restore. The packages' files come as one image
+// (image.js).
 // The kit's files are written to /kit laid out as in the repository, and the learner's code
 // replaces the starter, problems/<slug>/<slug>.py: exactly what `pytest problems/<slug>` runs.
 
-import { writeImage } from "./image.js";
+import { replay } from "./dynlibs.js";
+import { readImage, writeImage } from "./image.js";
 
 /* global RUNTIME_URL */ // the runtime's folder, e.g. "/pyodide-3f2a9c1b/" (set by build.mjs)
 const INDEX_URL = new URL(RUNTIME_URL, self.location.href).href;
@@ -39,10 +41,10 @@ function writeFiles(files) {
   }
 }
 
-function download(name) {
-  return fetch(INDEX_URL + name).then((response) => {
-    if (!response.ok) throw new Error(`cannot load ${name} (${response.status}): rebuild the site`);
-    return response.arrayBuffer();
+function download(url, as = "arrayBuffer") {
+  return fetch(url).then((response) => {
+    if (!response.ok) throw new Error(`cannot load ${url} (${response.status}): rebuild the site`);
+    return response[as]();
   });
 }
 
@@ -57,24 +59,35 @@ function runTests(impl, learnerFile, progress = null) {
   }
 }
 
-async function startPython(snapshot) {
+async function startPython(image) {
+  const record = download(`${INDEX_URL}snapshot.bin.json`, "json");
+  // numpy's compiled modules compile in the background while the memory is restored.
+  const modules = Promise.all([image, record]).then(([files, { libraries }]) =>
+    Promise.all(libraries.map(async ({ path }) => [path, await WebAssembly.compile(files.get(path))])),
+  );
   const { loadPyodide } = await import(/* external */ `${INDEX_URL}pyodide.mjs`);
   try {
-    return await loadPyodide({ indexURL: INDEX_URL, _loadSnapshot: snapshot });
+    const snapshot = download(`${INDEX_URL}snapshot.bin`);
+    const restored = await loadPyodide({ indexURL: INDEX_URL, _loadSnapshot: snapshot });
+    writeImage(restored, await image);
+    replay(restored, await record, Object.fromEntries(await modules));
+    return restored;
   } catch (error) {
-    console.warn("the memory snapshot did not restore: starting Python from scratch", error);
-    return loadPyodide({ indexURL: INDEX_URL });
+    console.warn("the memory snapshot could not be used: Python starts from scratch", error);
+    const fresh = await loadPyodide({ indexURL: INDEX_URL });
+    writeImage(fresh, await image);
+    return fresh;
   }
 }
 
 async function boot(message) {
   const started = performance.now();
-  kit = message.kit;
-  // Both downloads start at once, while Pyodide's own files load.
-  const image = download("site-packages.bin");
-  pyodide = await startPython(download("snapshot.bin"));
+  // The downloads start at once, while Pyodide's own files load.
+  const files = download(message.kitUrl, "json");
+  const image = download(`${INDEX_URL}site-packages.bin`).then((bytes) => readImage(new Uint8Array(bytes)));
+  pyodide = await startPython(image);
   const booted = performance.now();
-  writeImage(pyodide, new Uint8Array(await image));
+  kit = { slug: message.slug, files: await files };
   writeFiles(kit.files);
   const written = performance.now();
   interruptBuffer = message.interruptBuffer ?? null;
@@ -92,6 +105,7 @@ def _run_as_json(root, slug, impl, learner_file, progress):
 `);
   const now = performance.now();
   const phases = { python: booted - started, files: written - booted, imports: now - written };
+  phases.startedAt = performance.timeOrigin + started; // to compare with the page's clock
   self.postMessage({ type: "ready", bootMs: now - started, phases });
   setTimeout(warmUp, WARM_UP_DELAY_MS);
 }
