@@ -1,7 +1,7 @@
 """End to end: the problem pages in headless Chromium, with the hidden tests run by Pyodide.
 
-Needs Debian's chromium (`make system-deps` installs it) and builds the site if it is stale.
-Each test opens its pages in a fresh browser context: an empty localStorage, like a newcomer.
+Each test opens its pages in a fresh browser context: an empty localStorage, like a newcomer
+(fixtures in conftest.py).
 """
 
 from __future__ import annotations
@@ -11,14 +11,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from grader import browser, site
+from grader import browser
 from grader.problems import all_problems
 from grader.runner import run_tests
-from grader.serve import serve_in_thread
-
-if browser.find_chromium() is None:
-    pytest.skip("chromium is not installed (run `make system-deps`)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="install the dev extra: playwright")
 
 PROBLEMS = all_problems()
 BROWSER_PROBLEMS = [p for p in PROBLEMS if p.runs_in_browser]
@@ -71,41 +66,10 @@ def {FIRST_NAME}(*args, **kwargs):
 FOCUSED = "document.activeElement.closest('[data-testid]')?.dataset.testid"
 
 
-@pytest.fixture(scope="module")
-def base_url():
-    server, url = serve_in_thread(site.ensure_site())
-    yield url
-    server.shutdown()
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with sync_api.sync_playwright() as playwright:
-        instance = playwright.chromium.launch(**browser.launch_options())
-        yield instance
-        instance.close()
-
-
-@pytest.fixture
-def context(chromium):
-    """A fresh browser profile that records every URL the pages request."""
-    ctx = chromium.new_context()
-    ctx.requested = []
-    ctx.on("request", lambda request: ctx.requested.append(request.url))
-    yield ctx
-    ctx.close()
-
-
-def open_problem(context, base_url, slug) -> browser.ProblemPage:
-    problem_page = browser.ProblemPage(context.new_page(), base_url, slug).open()
-    problem_page.wait_ready()
-    return problem_page
-
-
 @pytest.mark.parametrize("problem", BROWSER_PROBLEMS, ids=lambda p: p.slug)
 def test_reference_passes_every_test_and_starter_fails_them_all(problem, context, base_url):
     hidden_tests = len(run_tests(problem, ["reference"]))
-    page = open_problem(context, base_url, problem.slug)
+    page = browser.open_ready(context, base_url, problem.slug)
 
     starter = page.run()  # the editor starts with the starter
     assert starter.verdict == "failed", starter.summary
@@ -121,8 +85,10 @@ def test_reference_passes_every_test_and_starter_fails_them_all(problem, context
 
 
 def test_a_failing_test_says_what_went_wrong(context, base_url):
-    page = open_problem(context, base_url, FIRST.slug)
-    code = f"def {FIRST_NAME}(*args, **kwargs):\n    print('hello from my code')\n    return 1 / 0\n"
+    page = browser.open_ready(context, base_url, FIRST.slug)
+    code = (
+        f"def {FIRST_NAME}(*args, **kwargs):\n    print('hello from my code')\n    return 1 / 0\n"
+    )
     result = page.run(code)
     assert result.verdict == "failed"
     first = page.page.locator("[data-testid=result]").first
@@ -137,7 +103,7 @@ def test_a_failing_test_says_what_went_wrong(context, base_url):
 
 @pytest.mark.parametrize("loop", [INFINITE_LOOP, STUBBORN_LOOP], ids=["interrupt", "terminate"])
 def test_stop_ends_an_infinite_loop_and_the_next_run_works(loop, context, base_url):
-    page = open_problem(context, base_url, FIRST.slug)
+    page = browser.open_ready(context, base_url, FIRST.slug)
     page.set_code(loop)
     with page.page.expect_console_message(lambda message: message.text == LOOP_STARTED):
         mark = page.start_run()
@@ -150,6 +116,10 @@ def test_stop_ends_an_infinite_loop_and_the_next_run_works(loop, context, base_u
     stopped = page.wait_verdict(mark)
     assert stopped.verdict == "stopped", stopped.summary
     assert time.perf_counter() - stop_clicked < 2.0
+    # Which test was running; the interrupt also says where in the learner's code.
+    assert "Stopped while running “" in stopped.summary
+    if loop is INFINITE_LOOP:
+        assert "on line 5 of your code" in stopped.summary or "on line 6" in stopped.summary
     # The interrupt keeps the same Python; only the stubborn loop needs a fresh one.
     state = page.page.get_attribute("[data-testid=status]", "data-state")
     assert state == ("ready" if loop is INFINITE_LOOP else "starting")
@@ -161,14 +131,14 @@ def test_stop_ends_an_infinite_loop_and_the_next_run_works(loop, context, base_u
 
 
 def test_a_stop_just_after_the_last_test_shows_as_stopped(context, base_url):
-    page = open_problem(context, base_url, FIRST.slug)
+    page = browser.open_ready(context, base_url, FIRST.slug)
     late = page.run(LATE_INTERRUPT)
     assert late.verdict == "stopped", late.summary
     assert page.run(browser.standalone(FIRST.reference)).verdict == "passed"
 
 
 def test_a_python_crash_brings_up_a_fresh_python(context, base_url):
-    page = open_problem(context, base_url, FIRST.slug)
+    page = browser.open_ready(context, base_url, FIRST.slug)
     crashed = page.run(CRASH)
     assert crashed.verdict == "error", crashed.summary
     assert "Python crashed" in crashed.summary and "press Run again" in crashed.summary
@@ -208,7 +178,7 @@ def test_draft_survives_a_reload_and_reset_asks_before_restoring_the_starter(con
 
 
 def test_run_works_from_the_keyboard_alone(context, base_url):
-    page = open_problem(context, base_url, FIRST.slug)
+    page = browser.open_ready(context, base_url, FIRST.slug)
     keyboard = page.page.keyboard
     for _ in range(40):  # Tab through the page until the editor has the focus
         keyboard.press("Tab")
@@ -230,14 +200,19 @@ def test_run_works_from_the_keyboard_alone(context, base_url):
     assert page.page.evaluate(FOCUSED) == "run"
     keyboard.press("Tab")  # Stop is disabled between runs: the next stop is Reset
     assert page.page.evaluate(FOCUSED) == "reset"
-    keyboard.press("Tab")
-    assert page.page.evaluate(FOCUSED) == "results"
+    # Then what the failed run brought, in reading order: the banner's "Go to line", the
+    # offer of a hint, and the results.
+    visited = []
+    for _ in range(3):
+        keyboard.press("Tab")
+        visited.append(page.page.evaluate(FOCUSED))
+    assert visited == ["banner-line", "hint", "results"]
     mark = page.mark()
     keyboard.press("Control+Enter")  # runs from anywhere on the page, as aria-keyshortcuts says
     assert page.wait_verdict(mark).verdict == "failed"
 
-    keyboard.press("Shift+Tab")
-    keyboard.press("Shift+Tab")
+    for _ in range(4):
+        keyboard.press("Shift+Tab")
     assert page.page.evaluate(FOCUSED) == "run"
     mark = page.mark()
     keyboard.press("Enter")  # a verdict of a run numbered after the mark: Enter really ran
@@ -246,17 +221,19 @@ def test_run_works_from_the_keyboard_alone(context, base_url):
 
 
 @pytest.mark.parametrize("problem", LOCAL_PROBLEMS, ids=lambda p: p.slug)
-def test_torch_problems_say_how_to_run_them_locally(problem, context, base_url):
+def test_torch_problems_served_as_static_files_say_how_to_run_them_locally(
+    problem, context, static_url
+):
     page = context.new_page()
-    page.goto(f"{base_url}p/{problem.slug}/")
+    page.goto(f"{static_url}p/{problem.slug}/")
     notice = page.locator("[data-testid=local-only]").inner_text()
     assert f"pytest problems/{problem.slug}" in notice
     assert f"grpo-kit check {problem.slug}" in notice
-    assert page.locator("[data-testid=run]").count() == 0
+    assert not page.locator("[data-testid=run]").is_visible()
 
 
 def test_the_site_requests_nothing_outside_localhost(context, base_url):
-    page = open_problem(context, base_url, FIRST.slug)
+    page = browser.open_ready(context, base_url, FIRST.slug)
     assert page.run(browser.standalone(FIRST.reference)).verdict == "passed"
     page.page.goto(base_url)
     page.page.wait_for_load_state("networkidle")

@@ -52,7 +52,8 @@ export function createEditor(parent, doc, { onRun, onChange }) {
       syntaxHighlighting(highlight), // replaces basicSetup's fallback colours
       theme,
       lintGutter(),
-      EditorView.contentAttributes.of({ "aria-label": "Your solution (Python)" }),
+      // tabindex: the editor's scrolling area has a focusable element for axe, not only for us.
+      EditorView.contentAttributes.of({ "aria-label": "Your solution (Python)", tabindex: "0" }),
       EditorView.updateListener.of((update) => {
         if (update.docChanged) onChange(update.state.doc.toString());
       }),

@@ -22,7 +22,8 @@ function tracebackBlock(frames, fileName) {
 }
 
 function outputBlock(test, folded) {
-  if (!test.stdout && !test.stdout_cut) return null;
+  // A passing test whose output fell outside the run's cap shows nothing: only noise.
+  if (!test.stdout && (folded || !test.stdout_cut)) return null;
   const cut = test.stdout_cut
     ? `\n[${test.stdout_cut.toLocaleString("en")} more characters not shown]`
     : "";
