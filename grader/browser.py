@@ -127,12 +127,6 @@ class ProblemPage:
             self.set_code(code)
         return self.wait_verdict(self.start_run(), timeout_ms)
 
-    def show(self, view: str) -> None:
-        """On a narrow screen, show the "statement" or the "code" (a no-op on a wide one)."""
-        switch = self.page.locator(f".view-switch [data-view={view}]")
-        if switch.is_visible():
-            switch.click()
-
 
 def open_ready(context, base_url: str, slug: str) -> ProblemPage:
     """A new page on problem `slug`, once its Python is ready."""

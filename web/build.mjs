@@ -223,9 +223,8 @@ ${checklist(problem)}
 function localOnly(problem) {
   return `<section class="workbench local-only" data-testid="local-only" aria-label="Run it on your machine">
 <h2>Runs with PyTorch, on your machine</h2>
-<p>This problem uses PyTorch, which the browser cannot run. Start the site with
-<code>make serve</code> (or <code>grpo-kit serve</code>) on a machine with PyTorch and this page
-runs the hidden tests there. Or edit
+<p>This problem uses PyTorch, which the browser cannot run. Served by <code>grpo-kit serve</code>
+on a machine with PyTorch, this page runs the hidden tests there. Or edit
 <code>problems/${escape(problem.slug)}/${escape(problem.slug)}.py</code> in your checkout and run
 its hidden tests with:</p>
 <pre tabindex="0"><code>${escape(problem.commands.test)}</code></pre>
