@@ -26,6 +26,7 @@ import torch
 from grader.errors import UnexpectedResult
 from reference.gpt import GPT, GPTConfig
 from reference.grpo_config import GRPOConfig, Rollout
+from reference.tasks import ReverseDigits
 
 # ---------------------------------------------------------------- models
 
@@ -160,12 +161,10 @@ def mod3_tensor(completion_ids: torch.Tensor, answers: list) -> torch.Tensor:
 
 def reverse_digits(completion_ids: torch.Tensor, answers: list) -> list[float]:
     """The reverse-digits task's own reward: the share of the answer's characters right."""
-    from reference.tasks import ReverseDigits
-
-    task = ReverseDigits()
-    return task.reward(task.tokenizer.decode_batch(completion_ids), list(answers))
+    return TASK.reward(TASK.tokenizer.decode_batch(completion_ids), list(answers))
 
 
+TASK = ReverseDigits()
 REWARDS = {"mod3": mod3, "mod3_tensor": mod3_tensor, "reverse_digits": reverse_digits}
 
 
@@ -333,7 +332,9 @@ def run_grpo_step(
 
 
 @single_threaded
-def train(solution, policy, optimizer, batches, eos_ids, config, seed, stop_above=None):
+def train_reverse_digits(
+    solution, policy, optimizer, batches, eos_ids, config, seed, stop_above=None
+):
     """grpo_step on each (prompt_ids, answers) of `batches` in turn, with the task's reward.
 
     Stops early, to save time, once the mean reward of the last three rollouts is above

@@ -340,6 +340,7 @@ def test_rollout_holds_a_group_of_completions_per_prompt_in_order(impl):
 def test_rollout_is_sampled_from_the_policy_with_temperature_top_k_and_top_p(
     impl, temperature, top_k, top_p
 ):
+    # A reference model is at hand too: it must not be the one that samples.
     r, _ = rollout_of(impl, ref=tiny(1), G=8, temperature=temperature, top_k=top_k, top_p=top_p)
     input_ids = torch.cat([r.prompt_ids, r.completion_ids], 1)
     expected = sampled_logps(gpt(tiny(0)), input_ids, temperature, top_k, top_p)
@@ -510,10 +511,12 @@ def test_rollout_returns_a_rollout_of_float32_rewards_and_bool_flags_without_gra
 
 def loss_case(loss_type: str, later: bool) -> tuple[dict, dict, torch.Tensor]:
     """A rollout, its config and the current log-probs; `later`: old_logps cached and apart."""
-    options = config(loss_type=loss_type, beta=0.2, epsilon_high=0.28, temperature=0.8)
+    options = config(
+        loss_type=loss_type, beta=0.2, epsilon=0.15, epsilon_high=0.28, temperature=0.8
+    )
     rollout = crafted_rollout(tiny(0), seed=1, temperature=0.8, ref=tiny(1))
     current = policy_logps(tiny(0), rollout, 0.8)
-    if later:  # ratios from 0.6 to 1.6: both clip bounds act, for both signs of advantage
+    if later:  # ratios from 0.6 to 1.6: both clip bounds act, for both signs of advantages
         shift = torch.empty(current.shape).uniform_(
             -0.51, 0.47, generator=torch.Generator().manual_seed(2)
         )
@@ -822,6 +825,7 @@ STEP_CASES = {
     "dr_grpo, top-k, KL to a reference": dict(
         options=dict(
             loss_type="dr_grpo",
+            epsilon=0.1,
             top_k=5,
             temperature=0.8,
             beta=0.1,
@@ -926,7 +930,7 @@ def test_grpo_step_learns_to_reverse_digits(impl):
     batches = [TASK.sample(32, prompts_rng) for _ in range(25)]
     options = dict(max_completion_length=L, beta=0.0, num_iterations=4, num_generations=8)
     adamw = {"kind": "AdamW", "lr": 3e-3, "record_grads": False}
-    got = impl.probe.train(LEARNER, adamw, batches, EOS, options, 1, stop_above=0.6)
+    got = impl.probe.train_reverse_digits(LEARNER, adamw, batches, EOS, options, 1, stop_above=0.6)
     for k, (step, (_, answers)) in enumerate(zip(got["steps"], batches, strict=False)):
         per_row = [answer for answer in answers for _ in range(8)]
         calls = step["reward_calls"]
