@@ -4,8 +4,9 @@ learner's functions on it, and return what happened, as plain data, for the test
 Everything is described by plain values, so the tests can build the very same objects in
 their own process and compute what a correct step would have done:
 
-    model      {"seed": 0, "config": {GPTConfig's fields}, "wrap": None}: torch.manual_seed(seed)
-               then reference.gpt.GPT; "wrap" names one of WRAPPERS (a different interface)
+    model      {"seed": 0, "config": {GPTConfig's fields}, "wrap": None}: a reference.gpt.GPT
+               built after seeding torch's CPU generator with `seed`; "wrap" names one of
+               WRAPPERS (another interface, or a policy that ends its completions as told)
     config     GRPOConfig's keyword arguments
     rollout    Rollout's fields (tensors, or None)
     optimizer  {"kind": "SGD" or "AdamW", "lr": ..., "record_grads": bool, ...}: an optimizer
@@ -28,6 +29,9 @@ from reference.gpt import GPT, GPTConfig
 from reference.grpo_config import GRPOConfig, Rollout
 from reference.tasks import ReverseDigits
 
+TASK = ReverseDigits()  # the learning test's task; its tokenizer's EOS is every probe's
+EOS = TASK.tokenizer.eos_id
+
 # ---------------------------------------------------------------- models
 
 
@@ -40,9 +44,6 @@ class LogitsOnly(torch.nn.Module):
 
     def forward(self, input_ids, attention_mask=None):
         return self.model(input_ids, attention_mask=attention_mask).logits
-
-
-EOS = 1  # the kit's tokenizer's
 
 
 class NeverEnds(LogitsOnly):
@@ -164,7 +165,6 @@ def reverse_digits(completion_ids: torch.Tensor, answers: list) -> list[float]:
     return TASK.reward(TASK.tokenizer.decode_batch(completion_ids), list(answers))
 
 
-TASK = ReverseDigits()
 REWARDS = {"mod3": mod3, "mod3_tensor": mod3_tensor, "reverse_digits": reverse_digits}
 
 

@@ -319,20 +319,20 @@ def sampled_logps(model, input_ids, temperature, top_k, top_p):
 
 
 def test_rollout_holds_a_group_of_completions_per_prompt_in_order(impl):
-    r, _ = rollout_of(impl, groups=3, G=4)
+    r, _ = rollout_of(impl, groups=3, G=4, max_completion_length=3)
     assert_tensor(
         r.prompt_ids.float(),
         PROMPT_IDS[:3].repeat_interleave(4, 0).float(),
         what="rollout.prompt_ids (each prompt repeated G times, in order)",
     )
-    assert tuple(r.completion_ids.shape) == (12, L), (
-        f"completion_ids should have shape (B * G, max_completion_length) = (12, {L}), "
-        f"got {tuple(r.completion_ids.shape)}"
-    )
-    for name in ("completion_mask", "sampling_logps"):
-        assert tuple(getattr(r, name).shape) == (12, L), f"{name} should have shape (12, {L})"
+    for name in ("completion_ids", "completion_mask", "sampling_logps"):
+        shape = tuple(getattr(r, name).shape)
+        assert shape == (12, 3), (
+            f"{name} should have shape (B * G, max_completion_length) = (12, 3), got {shape}"
+        )
     for name in ("rewards", "advantages", "truncated"):
-        assert tuple(getattr(r, name).shape) == (12,), f"{name} should have shape (12,)"
+        shape = tuple(getattr(r, name).shape)
+        assert shape == (12,), f"{name} should have shape (B * G,) = (12,), got {shape}"
     assert r.old_logps is None, "generate_rollout leaves old_logps to optimize (None)"
 
 
