@@ -20,6 +20,7 @@ A probe judges nothing: what it returns is only what the learner's code did.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import fields
 
 import torch
@@ -109,14 +110,19 @@ def gradients(model: torch.nn.Module) -> dict:
 class Recording:
     """An optimizer that records, at every step(), the learning rate (and gradients) it uses."""
 
-    def __init__(self, model: torch.nn.Module, record_grads: bool = True, **options):
+    def __init__(self, model: torch.nn.Module, record_grads: bool | int = True, **options):
+        """`record_grads`: the gradients of every step (True), of none (False) or of the first
+        `record_grads` steps."""
         self.named = named_parameters(model)
         super().__init__([p for _, p in self.named], **options)
-        self.record_grads, self.steps = record_grads, []
+        if isinstance(record_grads, bool):
+            record_grads = math.inf if record_grads else 0
+        self.grad_steps = record_grads
+        self.steps = []
 
     def step(self, closure=None):
         record = {"lr": float(self.param_groups[0]["lr"])}
-        if self.record_grads:
+        if len(self.steps) < self.grad_steps:
             record["grads"] = {
                 name: None if p.grad is None else p.grad.detach().clone() for name, p in self.named
             }
@@ -339,8 +345,8 @@ def train_reverse_digits(
 
     Stops early, to save time, once the mean reward of the last three rollouts is above
     `stop_above` (the test judges the weights itself, whatever the rollouts said). Returns
-    the weights after, and for every step its rollout's completions and rewards and the
-    reward function's calls.
+    the weights after; for every step its rollout's completions and rewards and the reward
+    function's calls; and what the optimizer recorded at every step() (see Recording).
     """
     network = build_model(policy)
     recorder = build_optimizer(network, optimizer)
@@ -362,4 +368,4 @@ def train_reverse_digits(
         means.append(float(torch.as_tensor(rollout["rewards"]).float().mean()))
         if stop_above is not None and len(means) >= 3 and sum(means[-3:]) / 3 > stop_above:
             break
-    return {"weights": weights(network), "steps": steps}
+    return {"weights": weights(network), "steps": steps, "optimizer_steps": recorder.steps}

@@ -929,7 +929,7 @@ def test_grpo_step_learns_to_reverse_digits(impl):
     prompts_rng = torch.Generator().manual_seed(0)
     batches = [TASK.sample(32, prompts_rng) for _ in range(25)]
     options = dict(max_completion_length=L, beta=0.0, num_iterations=4, num_generations=8)
-    adamw = {"kind": "AdamW", "lr": 3e-3, "record_grads": False}
+    adamw = {"kind": "AdamW", "lr": 3e-3, "record_grads": 1}  # the first update's gradient
     got = impl.probe.train_reverse_digits(LEARNER, adamw, batches, EOS, options, 1, stop_above=0.6)
     for k, (step, (_, answers)) in enumerate(zip(got["steps"], batches, strict=False)):
         per_row = [answer for answer in answers for _ in range(8)]
@@ -948,6 +948,26 @@ def test_grpo_step_learns_to_reverse_digits(impl):
             atol=1e-6,
             what=f"step {k + 1}'s rollout rewards",
         )
+    # It learns from the rewards: its first update is GRPO's, on the first rollout.
+    first = got["steps"][0]["completion_ids"]
+    per_row = [answer for answer in batches[0][1] for _ in range(8)]
+    rewards = torch.tensor(TASK.reward(TASK.tokenizer.decode_batch(first), per_row))
+    groups = rewards.double().reshape(-1, 8)
+    advantages = (groups - groups.mean(1, keepdim=True)) / (groups.std(1, keepdim=True) + 1e-8)
+    advantages = torch.where(groups.std(1, keepdim=True) > 0, advantages, 0.0).reshape(-1)
+    rollout = dict(
+        prompt_ids=batches[0][0].repeat_interleave(8, 0),
+        completion_ids=first,
+        completion_mask=eos_mask(first),
+        advantages=advantages.float(),
+        ref_logps=None,
+    )
+    update = sgd_optimize(LEARNER, rollout, {**options, "num_iterations": 1}, 0.0)["updates"][0]
+    assert_same_gradients(
+        got["optimizer_steps"][0]["grads"],
+        update["grads"],
+        "the first update of training (GRPO's, from the first rollout's rewards)",
+    )
     model = gpt(LEARNER)
     with torch.no_grad():
         for name, p in model.named_parameters():
