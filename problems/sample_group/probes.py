@@ -8,6 +8,8 @@ called, and the state the call left behind.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from grader.errors import UnexpectedResult
@@ -28,14 +30,16 @@ def sample(
     global_seed: int = 0,
     train: bool = True,
     device: str | None = None,
+    default_device: str | None = None,
     **settings,
 ) -> dict:
     """Sample with the toy model `model` (a spec, see problems/support/toy_models.py).
 
     `seed` seeds the torch.Generator handed to the solution (None: no generator is given);
     the global generator is seeded with `global_seed` either way. `train` is the mode the
-    model is handed over in, `device` where its weights live. `settings` (temperature, top_k,
-    top_p) are passed on as they are.
+    model is handed over in, `device` where its weights live, `default_device` torch's default
+    device during the call (as a CPU default is, for a model on a GPU). `settings`
+    (temperature, top_k, top_p) are passed on as they are.
     """
     net = build(model).train(train)
     if device is not None:
@@ -44,18 +48,21 @@ def sample(
     generator = None if seed is None else torch.Generator().manual_seed(seed)
     torch.manual_seed(global_seed)
     grad_enabled = torch.is_grad_enabled()
+    default = contextlib.nullcontext() if default_device is None else torch.device(default_device)
     try:
-        out = solution.sample_group(
-            net, prompt_ids, num_generations, max_new_tokens, eos_ids, generator=generator,
-            **settings,
-        )  # fmt: skip
+        with default:
+            out = solution.sample_group(
+                net, prompt_ids, num_generations, max_new_tokens, eos_ids, generator=generator,
+                **settings,
+            )  # fmt: skip
         after = {
             "grad_enabled_after": torch.is_grad_enabled(),
             "inference_mode_after": torch.is_inference_mode_enabled(),
         }
     finally:
         torch.set_grad_enabled(grad_enabled)  # whatever the solution did, later tests run as usual
-    result = {name: _field(out, name) for name in FIELDS}
+    model_device = next(net.parameters()).device
+    result = {name: _field(out, name, model_device) for name in FIELDS}
     return result | after | {
         "calls": net.calls,
         "prompt_ids_after": prompt_ids,
@@ -66,12 +73,17 @@ def sample(
     }  # fmt: skip
 
 
-def _field(out, name: str) -> torch.Tensor:
+def _field(out, name: str, device: torch.device) -> torch.Tensor:
     value = getattr(out, name, None)
     if not isinstance(value, torch.Tensor):
         raise UnexpectedResult(
             f"sample_group should return a SampledGroup whose {name} is a torch tensor, got "
             f"{type(out).__name__} with {name} = {type(value).__name__}"
+        )
+    if value.device != device:
+        raise UnexpectedResult(
+            f"{name} is on {value.device}, but the model on {device}: create the outputs on the "
+            "model's device (the device of its parameters), not torch's default device"
         )
     return value
 

@@ -334,6 +334,24 @@ def test_one_new_token(impl):
     check_logprobs(result, CONTEXT, prompts([1]), 4)
 
 
+def test_creates_its_tensors_on_the_model_device_not_the_default_one(impl):
+    # As for a model on a GPU while torch's default device is the CPU: here the model is on the
+    # CPU and torch's default device is "meta" during the call, a device that holds no data.
+    for spec in (CONTEXT, {"kind": "CachedContextLM", "seed": 3}):
+        prompt_ids = prompts([1, 2], [5, 3])
+        try:
+            result = sample(impl, spec, prompt_ids, 2, 6, [0, 4], default_device="meta")
+        except (RuntimeError, NotImplementedError, IndexError) as exc:
+            raise AssertionError(
+                f"{spec['kind']}: with torch's default device set to 'meta' during the call, "
+                f"sample_group raised {type(exc).__name__}: {exc}. Create every tensor on the "
+                "model's device (the device of its parameters): device=..., or *_like"
+            ) from exc
+        check_fields(result, 4, 6, 8)
+        check_completions(result, [0, 4])
+        check_logprobs(result, spec, prompt_ids, 2)
+
+
 # ----- log-probs of the sampling distribution -----
 
 
@@ -450,6 +468,16 @@ def test_top_p_always_keeps_the_most_likely_token(impl):
         assert torch.all(result["logprobs"] == 0), "the one token left has probability 1"
 
 
+def test_top_p_keeps_a_token_only_if_the_mass_before_it_is_below_p(impl):
+    # Four equal tokens: the mass before them is 0, 0.25, 0.5, 0.75 (exactly, in any order).
+    # top_p=0.5 keeps two of them: the third has mass 0.5 before it, which is not below 0.5.
+    result = sample(impl, constant([0.25] * 4), prompts([0]), 400, 1, NO_EOS, top_p=0.5)
+    kept = sorted(set(result["completion_ids"].flatten().tolist()))
+    assert len(kept) == 2, f"top_p=0.5 over four equal tokens keeps two, but {kept} were sampled"
+    expected = torch.full((400, 1), math.log(0.5))
+    assert_tensor(result["logprobs"], expected, what="log-probs with top_p=0.5 (two tokens kept)")
+
+
 def test_top_k_one_is_greedy(impl):
     spec, prompt_ids = {"kind": "ContextLM", "seed": 5, "vocab": 16}, prompts([1, 2], [6, 3])
     path = greedy(spec, prompt_ids, 6)
@@ -548,11 +576,12 @@ def test_with_a_kv_cache_each_call_reads_only_the_newest_token(impl, cache):
 
 
 def test_cached_and_uncached_models_give_the_same_samples(impl):
-    prompt_ids = prompts([1, 2, 3], [4, 5, 6])
-    cached = sample(impl, {"kind": "CachedContextLM", "seed": 4}, prompt_ids, 3, 7, 0, seed=5)
-    plain = sample(impl, {"kind": "ContextLM", "seed": 4}, prompt_ids, 3, 7, 0, seed=5)
-    assert torch.equal(cached["completion_ids"], plain["completion_ids"])
-    assert_tensor(cached["logprobs"], plain["logprobs"], what="log-probs with the cache")
+    for prompt_ids in (prompts([1, 2, 3], [4, 5, 6]), prompts([2], [5], [7])):  # P = 3, P = 1
+        cached = sample(impl, {"kind": "CachedContextLM", "seed": 4}, prompt_ids, 3, 7, 0, seed=5)
+        plain = sample(impl, {"kind": "ContextLM", "seed": 4}, prompt_ids, 3, 7, 0, seed=5)
+        assert torch.equal(cached["completion_ids"], plain["completion_ids"])
+        assert_tensor(cached["logprobs"], plain["logprobs"], what="log-probs with the cache")
+        check_calls(cached, prompt_ids, 3, cached=True)
 
 
 # ----- bad arguments -----
