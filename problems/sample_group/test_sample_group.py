@@ -19,7 +19,7 @@ from problems.support.toy_models import build
 CONTEXT = {"kind": "ContextLM", "seed": 3}  # logits depend on the whole context, vocab 8
 COUNTER = {"kind": "CounterLM"}  # emits (last token + 1) mod 10
 P4 = [0.5, 0.3, 0.15, 0.05]  # a known next-token distribution
-NO_EOS = 7  # an EOS id a ConstantLM over 4 tokens never emits (and is never fed)
+EOS3 = 3  # the EOS of the ConstantLMs: with one new token, sampling it only ends early
 
 
 def constant(probs, dtype="float32"):
@@ -197,7 +197,7 @@ def test_samples_in_float32_whatever_the_model_precision(impl):
     for dtype in ("bfloat16", "float64"):
         for temperature in (1.0, 0.7):
             spec = constant(P4, dtype)
-            result = sample(impl, spec, prompts([0]), 500, 1, NO_EOS, temperature=temperature)
+            result = sample(impl, spec, prompts([0]), 500, 1, EOS3, temperature=temperature)
             check_fields(result, 500, 1, 4)
             logits = build(spec).table.detach().double()  # the model's own logits, exactly
             expected = torch.log_softmax(logits / temperature, -1)[result["completion_ids"]]
@@ -441,7 +441,7 @@ DISTRIBUTIONS = {
 @pytest.mark.parametrize("name", DISTRIBUTIONS)
 def test_samples_follow_the_sampling_distribution(impl, name):
     probs, settings, q = DISTRIBUTIONS[name]
-    result = sample(impl, constant(probs), prompts([0]), 4000, 1, NO_EOS, **settings)
+    result = sample(impl, constant(probs), prompts([0]), 4000, 1, EOS3, **settings)
     check_fields(result, 4000, 1, len(probs))
     ids = result["completion_ids"]
     check_frequencies(ids, q)
@@ -453,7 +453,7 @@ def test_samples_follow_the_sampling_distribution(impl, name):
 
 def test_top_k_zero_or_at_least_the_vocabulary_keeps_everything(impl):
     for top_k in (0, 4, 10):
-        result = sample(impl, constant(P4), prompts([0]), 4000, 1, NO_EOS, top_k=top_k)
+        result = sample(impl, constant(P4), prompts([0]), 4000, 1, EOS3, top_k=top_k)
         check_frequencies(result["completion_ids"], P4)
         expected = torch.log(torch.tensor(P4))[result["completion_ids"]]
         assert_tensor(result["logprobs"], expected, what=f"log-probs with top_k={top_k}")
@@ -461,7 +461,7 @@ def test_top_k_zero_or_at_least_the_vocabulary_keeps_everything(impl):
 
 def test_top_p_always_keeps_the_most_likely_token(impl):
     for probs in (P4, [0.97, 0.01, 0.01, 0.01]):
-        result = sample(impl, constant(probs), prompts([0]), 100, 1, NO_EOS, top_p=0.1)
+        result = sample(impl, constant(probs), prompts([0]), 100, 1, EOS3, top_p=0.1)
         assert torch.all(result["completion_ids"] == 0), (
             "with top_p below the top probability only the top token remains"
         )
@@ -471,7 +471,7 @@ def test_top_p_always_keeps_the_most_likely_token(impl):
 def test_top_p_keeps_a_token_only_if_the_mass_before_it_is_below_p(impl):
     # Four equal tokens: the mass before them is 0, 0.25, 0.5, 0.75 (exactly, in any order).
     # top_p=0.5 keeps two of them: the third has mass 0.5 before it, which is not below 0.5.
-    result = sample(impl, constant([0.25] * 4), prompts([0]), 400, 1, NO_EOS, top_p=0.5)
+    result = sample(impl, constant([0.25] * 4), prompts([0]), 400, 1, EOS3, top_p=0.5)
     kept = sorted(set(result["completion_ids"].flatten().tolist()))
     assert len(kept) == 2, f"top_p=0.5 over four equal tokens keeps two, but {kept} were sampled"
     expected = torch.full((400, 1), math.log(0.5))
