@@ -40,65 +40,65 @@ def loop_mask(ids, eos_ids, mask_truncated):
 
 
 def test_keeps_tokens_up_to_and_including_the_first_eos(impl):
-    ids = np.array([[5, 6, 2, 7, 8], [5, 2, 9, 9, 9]])
+    ids = np.array([[5, 6, 2, 7, 8], [5, 2, 9, 9, 9]], dtype=np.int64)
     mask(impl.completion_mask(ids, EOS), [[1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])
 
 
 def test_the_eos_token_itself_is_kept(impl):
-    ids = np.array([[4, 4, 4, 2], [2, 4, 4, 4]])
+    ids = np.array([[4, 4, 4, 2], [2, 4, 4, 4]], dtype=np.int64)
     mask(impl.completion_mask(ids, EOS), [[1, 1, 1, 1], [1, 0, 0, 0]])
 
 
 def test_eos_at_position_zero_keeps_only_that_token(impl):
-    ids = np.array([[2, 5, 6, 7], [5, 6, 2, 7]])
+    ids = np.array([[2, 5, 6, 7], [5, 6, 2, 7]], dtype=np.int64)
     mask(impl.completion_mask(ids, EOS), [[1, 0, 0, 0], [1, 1, 1, 0]])
 
 
 def test_later_eos_tokens_do_not_reopen_the_mask(impl):
-    ids = np.array([[3, 2, 4, 2, 5], [2, 2, 5, 5, 5], [3, 2, 4, 4, 2]])
+    ids = np.array([[3, 2, 4, 2, 5], [2, 2, 5, 5, 5], [3, 2, 4, 4, 2]], dtype=np.int64)
     mask(impl.completion_mask(ids, EOS), [[1, 1, 0, 0, 0], [1, 0, 0, 0, 0], [1, 1, 0, 0, 0]])
 
 
 def test_truncated_row_keeps_every_token_by_default(impl):
-    ids = np.array([[5, 6, 7, 8], [5, 2, 7, 8]])
+    ids = np.array([[5, 6, 7, 8], [5, 2, 7, 8]], dtype=np.int64)
     mask(impl.completion_mask(ids, EOS), [[1, 1, 1, 1], [1, 1, 0, 0]])
 
 
 def test_mask_truncated_zeros_rows_without_eos(impl):
-    ids = np.array([[5, 6, 7, 8], [5, 2, 7, 8], [2, 2, 2, 2], [5, 6, 7, 2]])
+    ids = np.array([[5, 6, 7, 8], [5, 2, 7, 8], [2, 2, 2, 2], [5, 6, 7, 2]], dtype=np.int64)
     got = impl.completion_mask(ids, EOS, mask_truncated=True)
     mask(got, [[0, 0, 0, 0], [1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1]])
 
 
 def test_mask_truncated_is_off_by_default(impl):
-    ids = np.array([[5, 6, 7]])
+    ids = np.array([[5, 6, 7]], dtype=np.int64)
     mask(impl.completion_mask(ids, EOS), [[1, 1, 1]])
     mask(impl.completion_mask(ids, EOS, False), [[1, 1, 1]])
     mask(impl.completion_mask(ids, EOS, True), [[0, 0, 0]])
 
 
 def test_every_row_truncated_or_none(impl):
-    ids = np.array([[5, 6, 7], [8, 9, 1]])
+    ids = np.array([[5, 6, 7], [8, 9, 1]], dtype=np.int64)
     mask(impl.completion_mask(ids, EOS, mask_truncated=True), np.zeros((2, 3)))
     mask(impl.completion_mask(ids, EOS), np.ones((2, 3)))
-    finished = np.array([[2, 6, 7], [8, 2, 2]])
+    finished = np.array([[2, 6, 7], [8, 2, 2]], dtype=np.int64)
     mask(impl.completion_mask(finished, EOS, mask_truncated=True), [[1, 0, 0], [1, 1, 0]])
 
 
 def test_padding_with_the_eos_id_still_keeps_the_eos(impl):
     # Many tokenizers pad with the EOS id: `ids != pad_id` would drop the real EOS too.
-    ids = np.array([[4, 5, 2, 2, 2], [4, 5, 6, 7, 2]])
+    ids = np.array([[4, 5, 2, 2, 2], [4, 5, 6, 7, 2]], dtype=np.int64)
     mask(impl.completion_mask(ids, EOS), [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
 
 
 def test_tokens_after_eos_are_dropped_whatever_they_are(impl):
     # After the EOS the sampler may keep generating ordinary tokens for other rows' sake.
-    ids = np.array([[3, 2, 3, 4], [0, 0, 2, 1]])
+    ids = np.array([[3, 2, 3, 4], [0, 0, 2, 1]], dtype=np.int64)
     mask(impl.completion_mask(ids, EOS), [[1, 1, 0, 0], [1, 1, 1, 0]])
 
 
 def test_several_eos_ids_each_end_a_completion(impl):
-    ids = np.array([[3, 7, 4, 2], [3, 4, 2, 7], [3, 4, 5, 6], [3, 4, 5, 7]])
+    ids = np.array([[3, 7, 4, 2], [3, 4, 2, 7], [3, 4, 5, 6], [3, 4, 5, 7]], dtype=np.int64)
     expected = [[1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]]
     mask(impl.completion_mask(ids, [2, 7]), expected, what="mask with eos_ids [2, 7]")
     mask(impl.completion_mask(ids, [7, 2]), expected, what="mask with eos_ids [7, 2]")
@@ -108,20 +108,20 @@ def test_several_eos_ids_each_end_a_completion(impl):
 def test_every_eos_id_is_compared_with_every_token(impl):
     # As many tokens per row as EOS ids: comparing ids == eos_ids elementwise would broadcast
     # the ids of column j against EOS id j only.
-    ids = np.array([[7, 2], [2, 7], [5, 5]])
+    ids = np.array([[7, 2], [2, 7], [5, 5]], dtype=np.int64)
     mask(impl.completion_mask(ids, [2, 7]), [[1, 0], [1, 0], [1, 1]])
-    ids = np.array([[5, 7, 2], [5, 5, 2]])
+    ids = np.array([[5, 7, 2], [5, 5, 2]], dtype=np.int64)
     mask(impl.completion_mask(ids, [2, 7, 9]), [[1, 1, 0], [1, 1, 1]])
 
 
 def test_several_eos_ids_with_mask_truncated(impl):
-    ids = np.array([[3, 7, 4, 2], [3, 4, 5, 6], [9, 9, 9, 9]])
+    ids = np.array([[3, 7, 4, 2], [3, 4, 5, 6], [9, 9, 9, 9]], dtype=np.int64)
     got = impl.completion_mask(ids, (2, 7, 9), mask_truncated=True)
     mask(got, [[1, 1, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0]])
 
 
 def test_one_token_completions(impl):
-    ids = np.array([[2], [5]])
+    ids = np.array([[2], [5]], dtype=np.int64)
     mask(impl.completion_mask(ids, EOS), [[1], [1]])
     mask(impl.completion_mask(ids, EOS, mask_truncated=True), [[1], [0]])
 
