@@ -13,10 +13,14 @@ from array_api_compat import array_namespace
 
 
 def eos_id_list(eos_ids: int | Sequence[int]) -> list[int]:
-    """The EOS ids as a list of Python ints, or ValueError that says what was expected."""
+    """The EOS ids as a list of Python ints, or ValueError that says what was expected.
+
+    Python and numpy integers count as ints; bools do not: `True` is an Integral equal to 1,
+    but a flag passed by mistake, not a token id.
+    """
     candidates = [eos_ids] if isinstance(eos_ids, Integral) else eos_ids
     eos = list(candidates) if isinstance(candidates, Iterable) else []
-    if not eos or not all(isinstance(e, Integral) for e in eos):
+    if not eos or not all(isinstance(e, Integral) and not isinstance(e, bool) for e in eos):
         raise ValueError(f"eos_ids must be an int or a non-empty sequence of ints, got {eos_ids!r}")
     return [int(e) for e in eos]
 
@@ -34,8 +38,7 @@ def completion_mask(ids, eos_ids: int | Sequence[int], mask_truncated: bool = Fa
     eos_before = xp.cumulative_sum(is_eos, axis=1) - is_eos
     mask = eos_before == 0
     if mask_truncated:
-        finished = xp.any(is_eos == 1, axis=1, keepdims=True)
-        mask = mask & finished
+        mask = mask & ~truncated_rows(ids, eos_ids)[:, None]
     return xp.astype(mask, xp.int64)
 
 

@@ -137,7 +137,6 @@ def _device_of(model, fallback: torch.device) -> torch.device:
     return fallback if parameter is None else parameter.device
 
 
-@torch.no_grad()  # not inference_mode: the ids feed a later forward pass that needs autograd
 def sample_group(
     model,
     prompt_ids: torch.Tensor,
@@ -194,17 +193,14 @@ def sample_group(
         fed = slice(None)  # the rows the model reads
         if use_cache and step == 0:  # the G copies of a prompt share its keys and values:
             fed = slice(None, None, num_generations)  # read each prompt once, rows 0, G, 2G, ...
-        extra = {}
+        extra = {"past_key_values": past, "use_cache": True} if use_cache else {}
         if positions is not None:  # the positions of the tokens fed, as the mask counts them
             extra["position_ids"] = positions[fed, end - inputs.shape[1] : end]
+        # no_grad, not inference_mode: the ids feed a later forward pass that needs autograd.
+        with torch.no_grad():
+            output = model(inputs[fed], attention_mask=attention_mask[fed, :end], **extra)
         if use_cache:
-            output = model(
-                inputs[fed], attention_mask=attention_mask[fed, :end], past_key_values=past,
-                use_cache=True, **extra,
-            )  # fmt: skip
             past = output.past_key_values
-        else:
-            output = model(inputs, attention_mask=attention_mask[:, :end], **extra)
         logits = output if isinstance(output, torch.Tensor) else output.logits
         if use_cache and step == 0:  # one row per prompt -> its G copies
             logits = logits[prompt_of_row, -1:]  # (rows, 1, V)

@@ -8,27 +8,16 @@ metadata and are worth at most a fifth of the problem's points.
 """
 
 import ast
-from functools import cache
 
 import pytest
+from local_verdicts import outcomes_by_impl
 
 from grader.mistakes import load_catalogue
 from grader.problems import MAX_INPUT_CHECK_SHARE, all_problems
-from grader.runner import run_tests
 from grader.validate import INPUT_CHECK_WORDS, MIN_MISTAKES  # the rules `grpo-kit validate` states
 
 PROBLEMS = all_problems()
 MISTAKES = [(p, m) for p in PROBLEMS for m in load_catalogue(p.dir)]
-
-
-@cache
-def outcomes_by_impl(slug: str) -> dict[str, list]:
-    problem = next(p for p in PROBLEMS if p.slug == slug)
-    impls = ["reference", "starter", *(f"mistake:{m.id}" for m in load_catalogue(problem.dir))]
-    by_impl: dict[str, list] = {spec: [] for spec in impls}
-    for outcome in run_tests(problem, impls):
-        by_impl[outcome.impl].append(outcome)
-    return by_impl
 
 
 def describe(outcomes) -> str:

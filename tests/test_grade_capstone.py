@@ -1,38 +1,41 @@
-"""The capstone graded by `grpo-kit grade`: a model, its optimizer and the test's reward
-functions cross the sandbox, and the learning test judges the weights the child trained.
+"""The capstone graded by `grpo-kit grade`: its probes run beside the student's code in the
+sandbox, and the tests judge what they return with their own computations.
 
-One batch grades the reference, the starter, catalogued mistakes and two attacks: one that
-reports climbing rewards without training (and would use the capstone's own reference if the
-sandbox let it read it), and one that calls the test's reward function with garbage and then
-writes malformed callback frames.
+One batch grades the reference, the starter, a few catalogued mistakes and three attacks on
+the probes' claims: a step that reports climbing rewards without training (and would use the
+capstone's own reference if the sandbox let it read it), a step that trains on the known
+answers while calling the reward function as GRPO would, and one that rewrites the probes'
+records in its own process. None may earn the learning test or the whole-step test.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
 
 import pytest
 
-from grader.batch import split_report
 from grader.mistakes import load_catalogue
 from grader.problems import KIT_ROOT, get_problem
+from grader.submissions import standalone_source
 
 pytest.importorskip("torch")
 
 SLUG = "grpo_trainer"
 PROBLEM = get_problem(SLUG)
 LEARNS = "test_grpo_step_learns_to_reverse_digits"
-# Each fails a different part: scoring, rewards (a callback), a Rollout field set by the
-# student, the scheduler's counters, and the weights an optimizer step leaves.
-MISTAKES = ("no_temperature", "answers_tiled_not_repeated", "old_logps_never_kept",
-            "forgets_the_scheduler", "no_gradient_clipping")  # fmt: skip
+WHOLE_STEP = "test_grpo_step_samples_scores_and_updates_as_grpo_does"
+MISTAKES = ("scheduler_stepped_per_micro_batch", "old_logps_from_the_sampler",
+            "supervised_on_the_answers")  # fmt: skip
 
 FAKE_REWARDS = '''
 
-try:  # the capstone's own reference solution: the sandbox must keep it out of reach
-    from reference.grpo_trainer import grpo_step as _answer
+import importlib
+
+try:  # the capstone's own reference, by a name no source check sees: the sandbox hides it
+    _answer = importlib.import_module("reference." + "grpo_trainer").grpo_step
 except ImportError:
     _answer = None
 _STEPS = []
@@ -40,78 +43,52 @@ _STEPS = []
 
 def grpo_step(policy, ref_model, optimizer, prompt_ids, answers, reward_fn, eos_ids, config,
               generator=None, scheduler=None, prompt_mask=None):
-    """Reports rewards climbing 0.1, 0.2, ... on full batches, and never trains."""
+    """Reports rewards climbing 0.1, 0.2, ... and never trains."""
     if _answer is not None:
         return _answer(policy, ref_model, optimizer, prompt_ids, answers, reward_fn, eos_ids,
                        config, generator, scheduler, prompt_mask)
     rollout = generate_rollout(policy, ref_model, prompt_ids, answers, reward_fn, eos_ids,
                                config, generator)
-    if len(answers) == 32:
-        _STEPS.append(1)
-        rollout.rewards = torch.full_like(rollout.rewards, min(1.0, 0.1 * len(_STEPS)))
+    _STEPS.append(1)
+    rollout.rewards = torch.full_like(rollout.rewards, min(1.0, 0.1 * len(_STEPS)))
     return rollout, {"loss": 0.0, "grad_norm": 0.0, "logps": rollout.sampling_logps}
 '''
 
-GARBAGE_CALLBACKS = """
-import fcntl
-import os
-import time
+# Rewrites whatever the probes record in this process: every reward call and optimizer step
+# reported as a GRPO step would report them, while training on the answers.
+FORGE_RECORDS = """
 
-from grader.sandbox.protocol import write_frame
-
-_generate_rollout = generate_rollout
+import sys as _sys
 
 
-def generate_rollout(policy, ref_model, prompt_ids, answers, reward_fn, *args, **kwargs):
-    for junk in (("junk", None), (float("nan"),), ([[1, [2.0, {"x": b"\\0"}]]],), ()):
-        try:
-            reward_fn(*junk)
-        except Exception:
-            pass
-    return _generate_rollout(policy, ref_model, prompt_ids, answers, reward_fn, *args, **kwargs)
-
-
-def grpo_step(*args, **kwargs):
-    for fd in range(3, 32):  # the protocol's pipe to the grader
-        try:
-            writes = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY
-        except OSError:
-            continue
-        if writes and os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
-            write_frame(fd, {"callback": {"a": 1}, "args": {"__t": "ndarray"}, "kwargs": 3})
-    time.sleep(60)
+def grpo_step(policy, ref_model, optimizer, prompt_ids, answers, reward_fn, eos_ids, config,
+              generator=None, scheduler=None, prompt_mask=None):
+    rollout = generate_rollout(policy, ref_model, prompt_ids, answers, reward_fn, eos_ids,
+                               config, generator)
+    for module in list(_sys.modules.values()):
+        for name in ("records", "calls", "steps"):
+            value = getattr(module, name, None)
+            if isinstance(value, list):
+                value.clear()
+    targets = torch.tensor([[int(c) for c in str(a)] for a in answers])
+    logits = policy(prompt_ids).logits[:, -1]
+    loss = torch.nn.functional.cross_entropy(logits, targets[:, 0] % logits.shape[-1])
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return rollout, {"loss": float(loss), "grad_norm": 1.0, "logps": rollout.sampling_logps}
 """
 
 
 def _sources() -> dict[str, str]:
-    """student -> the grpo_trainer.py they hand in (the capstone's child sees reference/)."""
-    reference = PROBLEM.reference.read_text(encoding="utf-8")
+    """student -> the grpo_trainer.py they hand in (it may import what it builds on)."""
+    reference = standalone_source(PROBLEM.reference.read_text(encoding="utf-8"), PROBLEM.builds_on)
     mistakes = {m.id: m.source for m in load_catalogue(PROBLEM.dir)}
-    found = {"reference": reference, "starter": (PROBLEM.dir / f"{SLUG}.py").read_text()}
-    found |= {f"mistake_{name}": mistakes[name] for name in MISTAKES}
+    found = {"reference": reference, "starter": PROBLEM.stub.read_text(encoding="utf-8")}
+    found |= {f"mistake_{name}": standalone_source(mistakes[name], PROBLEM.builds_on)
+              for name in MISTAKES}  # fmt: skip
     return found | {"fake_rewards": reference + FAKE_REWARDS,
-                    "garbage_callbacks": reference + GARBAGE_CALLBACKS}  # fmt: skip
-
-
-def _run_locally(report) -> subprocess.Popen:
-    """The catalogued mistakes run locally with --impl (beside the batch: it takes a while)."""
-    command = [sys.executable, "-m", "pytest", str(PROBLEM.dir), "-q", "-p", "no:cacheprovider",
-               "--json-report", f"--json-report-file={report}",
-               *(f"--impl=mistake:{name}" for name in MISTAKES)]  # fmt: skip
-    return subprocess.Popen(command, cwd=KIT_ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
-
-
-def _local_verdicts(report) -> dict[str, set[str]]:
-    """student -> the tests that mistake passes locally."""
-    specs = [f"mistake:{name}" for name in MISTAKES]
-    split = split_report(json.loads(report.read_text()), specs)
-    return {f"mistake_{spec.split(':')[1]}": _names(split[spec][SLUG], "outcome") for spec in specs}
-
-
-def _names(tests: list[dict], key: str, value: str = "passed") -> set[str]:
-    return {t.get("nodeid", t.get("name", "")).split("::", 1)[-1].split(": ", 1)[-1]
-            for t in tests if t[key] == value}  # fmt: skip
+                    "forge_records": reference + FORGE_RECORDS}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -120,61 +97,51 @@ def graded(tmp_path_factory):
     for student, source in _sources().items():
         (root / "class" / student).mkdir(parents=True)
         (root / "class" / student / f"{SLUG}.py").write_text(source, encoding="utf-8")
-    local = _run_locally(root / "local.json")
     command = [sys.executable, "-m", "grader.cli", "grade", str(root / "class"), "--out",
-               str(root / "out"), "--problems", SLUG, "--workers", "2"]  # fmt: skip
-    try:
-        run = subprocess.run(command, cwd=KIT_ROOT, capture_output=True, text=True, timeout=1200)
-        local.wait(timeout=900)
-    finally:
-        local.kill()
+               str(root / "out"), "--problems", SLUG]  # fmt: skip
+    run = subprocess.run(command, cwd=KIT_ROOT, capture_output=True, text=True, timeout=1800)
     assert run.returncode == 0, run.stderr[-3000:]
-    results = {student: json.loads((root / "out" / student / "results.json").read_text())
-               for student in _sources()}  # fmt: skip
-    return results, _local_verdicts(root / "local.json")
+    results = {}
+    for student in _sources():
+        data = json.loads((root / "out" / student / "results.json").read_text())
+        results[student] = {t["name"].split(": ", 1)[1]: t for t in data["tests"]}
+    with open(root / "out" / "gradebook.csv", newline="") as file:
+        book = {row["student"]: row for row in csv.DictReader(file)}
+    return results, book
 
 
-def _tests(results: dict) -> dict[str, dict]:
-    return {t["name"].split(": ", 1)[1]: t for t in results["tests"]}
+def _passed(tests: dict) -> set[str]:
+    return {name for name, test in tests.items() if test["status"] == "passed"}
 
 
-def test_the_reference_passes_every_hidden_test(graded):
-    results, _ = graded
-    tests = _tests(results["reference"])
-    assert len(tests) >= 20 and all(t["status"] == "passed" for t in tests.values()), [
-        (name, t["output"][:300]) for name, t in tests.items() if t["status"] != "passed"
-    ]
-    assert results["reference"]["score"] == sum(t["max_score"] for t in tests.values())
-
-
-def test_the_starter_fails_every_test(graded):
-    results, _ = graded
-    tests = _tests(results["starter"])
-    assert tests and all(t["status"] == "failed" for t in tests.values())
-    assert results["starter"]["score"] == 0
+def test_the_reference_gets_full_marks_and_the_starter_nothing(graded):
+    results, book = graded
+    assert book["reference"]["total"] == book["reference"]["max"] != "0"
+    assert not _passed(results["starter"])
 
 
 @pytest.mark.parametrize("mistake", MISTAKES)
-def test_catalogued_mistakes_get_their_local_verdicts(graded, mistake):
-    results, local = graded
-    student = f"mistake_{mistake}"
-    passed = _names(results[student]["tests"], "status")
-    assert passed == local[student]
-    assert len(passed) < len(results[student]["tests"]), "a mistake must fail some test"
-
-
-def test_rewards_reported_without_training_earn_nothing(graded):
+def test_a_catalogued_mistake_loses_points(graded, mistake):
     results, _ = graded
-    learning = _tests(results["fake_rewards"])[LEARNS]
-    assert learning["status"] == "failed" and learning["score"] == 0
-    # The rewards it reported passed the first check: the weights the test judged did not.
-    assert "greedy completions score only 0.000" in learning["output"], learning["output"]
+    assert _passed(results[f"mistake_{mistake}"]) < set(results["reference"])
 
 
-def test_garbage_callbacks_fail_that_student_alone(graded):
+@pytest.mark.parametrize(
+    "attack", ["fake_rewards", "forge_records", "mistake_supervised_on_the_answers"]
+)
+def test_a_step_that_is_not_grpo_earns_neither_learning_nor_the_whole_step(graded, attack):
     results, _ = graded
-    tests = _tests(results["garbage_callbacks"])
-    assert tests["test_rollout_has_a_group_per_prompt_in_order"]["status"] == "passed"
-    for name in (LEARNS, "test_grpo_step_returns_the_rollout_and_changes_the_policy"):
-        assert tests[name]["status"] == "failed"
-        assert "sent malformed data" in tests[name]["output"], tests[name]["output"]
+    for function in (LEARNS, WHOLE_STEP):
+        cases = [name for name in results[attack] if name.split("[")[0] == function]
+        assert cases and not set(cases) & _passed(results[attack]), (attack, function)
+    # The pieces it did not touch still earn their points: only the step is judged wrong.
+    assert "test_one_update_is_a_step_along_the_grpo_gradient[grpo]" in _passed(results[attack])
+
+
+def test_the_capstones_own_reference_is_out_of_reach():
+    from grader.sandbox.submission import visible_reference
+
+    shown = visible_reference(PROBLEM)
+    assert SLUG not in shown
+    assert set(PROBLEM.builds_on) <= set(shown)
+    assert {"gpt", "grpo_config", "tasks"} <= set(shown)  # what its probes build with

@@ -215,3 +215,22 @@ def test_unknown_mistake_is_a_spec_error_not_a_failing_solution(kit):
     problem = write_catalogue(kit, "")
     with pytest.raises(ImplementationSpecError):
         load_implementation(problem, "mistake:nope")
+
+
+def test_committed_case_tables_are_what_the_reference_gives_now():
+    from grader.cli import main
+
+    assert main(["cases", "--check"]) == 0, "run `grpo-kit cases` and commit the tables"
+
+
+def test_a_stale_case_table_is_noticed():
+    import json
+
+    from grader.commands.cases import _same, table
+    from grader.problems import get_problem
+
+    fresh = table(get_problem("grpo_objective"))
+    stale = json.loads(json.dumps(fresh))
+    row = next(r for r in stale["cases"] if "expected" in r)
+    row["expected"] = 12345.0
+    assert _same(fresh, json.loads(json.dumps(fresh))) and not _same(fresh, stale)

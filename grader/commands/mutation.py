@@ -20,6 +20,7 @@ problem runs in a copy of the kit in a temporary folder, so the working tree is 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -114,8 +115,11 @@ def _workspace(problem: Problem, folder: Path) -> None:
 
 
 def _mutmut(folder: Path, *args: str) -> str:
+    # One thread per mutant: mutmut forks its test runs, and torch's thread pool spinning
+    # after a fork would turn mutants into timeouts, which count as killed.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     completed = subprocess.run([sys.executable, "-m", "mutmut", *args], cwd=folder,
-                               capture_output=True, text=True)  # fmt: skip
+                               capture_output=True, text=True, env=env)  # fmt: skip
     if completed.returncode != 0:
         raise RuntimeError(f"mutmut {' '.join(args)} failed:\n{completed.stderr[-3000:]}")
     return completed.stdout

@@ -18,6 +18,7 @@ def completion_mask(ids, eos_ids, mask_truncated=False):
         EOS of its row, 0 after it.
 
     Raises:
-        ValueError: if ids is not 2-D, or eos_ids is not an int or a non-empty sequence of ints.
+        ValueError: if ids is not 2-D, or eos_ids is not an int or a non-empty sequence of ints
+            (a bool is not an id).
     """
     raise NotImplementedError("completion_mask is not implemented yet: write its body")

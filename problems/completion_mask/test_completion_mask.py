@@ -1,11 +1,19 @@
-"""Hidden tests for completion_mask. The implementation arrives through the `impl` fixture."""
+"""Hidden tests for completion_mask. The implementation arrives through the `impl` fixture.
+
+The table (cases.json, inputs in .meta/cases.py) covers the input forms: every integer dtype of
+the ids, every form of `eos_ids`, and the inputs that must be refused. The tests below pin the
+mask itself, each expected mask written out by hand or by a plain loop.
+"""
 
 import numpy as np
-import pytest
 
+from problems.support import cases
 from problems.support.asserts import assert_array
 
 EOS = 2
+CASES = cases.load(__file__)
+ACCEPTED = [c for c in CASES if c.raises is None]
+REFUSED = [c for c in CASES if c.raises is not None]
 
 
 def mask(got, expected, what="mask"):
@@ -28,113 +36,164 @@ def loop_mask(ids, eos_ids, mask_truncated):
     return out
 
 
+# ----- the mask -----
+
+
 def test_keeps_tokens_up_to_and_including_the_first_eos(impl):
-    ids = np.array([[5, 6, 2, 7, 8], [5, 2, 9, 9, 9]])
+    ids = np.array([[5, 6, 2, 7, 8], [5, 2, 9, 9, 9]], dtype=np.int64)
     mask(impl.completion_mask(ids, EOS), [[1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])
 
 
 def test_the_eos_token_itself_is_kept(impl):
-    ids = np.array([[4, 4, 4, 2]])
-    mask(impl.completion_mask(ids, EOS), [[1, 1, 1, 1]])
+    ids = np.array([[4, 4, 4, 2], [2, 4, 4, 4]], dtype=np.int64)
+    mask(impl.completion_mask(ids, EOS), [[1, 1, 1, 1], [1, 0, 0, 0]])
 
 
 def test_eos_at_position_zero_keeps_only_that_token(impl):
-    ids = np.array([[2, 5, 6, 7], [5, 6, 2, 7]])
+    ids = np.array([[2, 5, 6, 7], [5, 6, 2, 7]], dtype=np.int64)
     mask(impl.completion_mask(ids, EOS), [[1, 0, 0, 0], [1, 1, 1, 0]])
 
 
 def test_later_eos_tokens_do_not_reopen_the_mask(impl):
-    ids = np.array([[3, 2, 4, 2, 5]])
-    mask(impl.completion_mask(ids, EOS), [[1, 1, 0, 0, 0]])
+    ids = np.array([[3, 2, 4, 2, 5], [2, 2, 5, 5, 5], [3, 2, 4, 4, 2]], dtype=np.int64)
+    mask(impl.completion_mask(ids, EOS), [[1, 1, 0, 0, 0], [1, 0, 0, 0, 0], [1, 1, 0, 0, 0]])
 
 
 def test_truncated_row_keeps_every_token_by_default(impl):
-    ids = np.array([[5, 6, 7, 8], [5, 2, 7, 8]])
+    ids = np.array([[5, 6, 7, 8], [5, 2, 7, 8]], dtype=np.int64)
     mask(impl.completion_mask(ids, EOS), [[1, 1, 1, 1], [1, 1, 0, 0]])
 
 
 def test_mask_truncated_zeros_rows_without_eos(impl):
-    ids = np.array([[5, 6, 7, 8], [5, 2, 7, 8], [2, 2, 2, 2]])
+    ids = np.array([[5, 6, 7, 8], [5, 2, 7, 8], [2, 2, 2, 2], [5, 6, 7, 2]], dtype=np.int64)
     got = impl.completion_mask(ids, EOS, mask_truncated=True)
-    mask(got, [[0, 0, 0, 0], [1, 1, 0, 0], [1, 0, 0, 0]])
+    mask(got, [[0, 0, 0, 0], [1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1]])
 
 
 def test_mask_truncated_is_off_by_default(impl):
-    ids = np.array([[5, 6, 7]])
+    ids = np.array([[5, 6, 7]], dtype=np.int64)
     mask(impl.completion_mask(ids, EOS), [[1, 1, 1]])
     mask(impl.completion_mask(ids, EOS, False), [[1, 1, 1]])
     mask(impl.completion_mask(ids, EOS, True), [[0, 0, 0]])
 
 
+def test_every_row_truncated_or_none(impl):
+    ids = np.array([[5, 6, 7], [8, 9, 1]], dtype=np.int64)
+    mask(impl.completion_mask(ids, EOS, mask_truncated=True), np.zeros((2, 3)))
+    mask(impl.completion_mask(ids, EOS), np.ones((2, 3)))
+    finished = np.array([[2, 6, 7], [8, 2, 2]], dtype=np.int64)
+    mask(impl.completion_mask(finished, EOS, mask_truncated=True), [[1, 0, 0], [1, 1, 0]])
+
+
 def test_padding_with_the_eos_id_still_keeps_the_eos(impl):
     # Many tokenizers pad with the EOS id: `ids != pad_id` would drop the real EOS too.
-    ids = np.array([[4, 5, 2, 2, 2], [4, 5, 6, 7, 2]])
+    ids = np.array([[4, 5, 2, 2, 2], [4, 5, 6, 7, 2]], dtype=np.int64)
     mask(impl.completion_mask(ids, EOS), [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
 
 
 def test_tokens_after_eos_are_dropped_whatever_they_are(impl):
     # After the EOS the sampler may keep generating ordinary tokens for other rows' sake.
-    ids = np.array([[3, 2, 3, 4], [0, 0, 2, 1]])
+    ids = np.array([[3, 2, 3, 4], [0, 0, 2, 1]], dtype=np.int64)
     mask(impl.completion_mask(ids, EOS), [[1, 1, 0, 0], [1, 1, 1, 0]])
 
 
 def test_several_eos_ids_each_end_a_completion(impl):
-    ids = np.array([[3, 7, 4, 2], [3, 4, 2, 7], [3, 4, 5, 6]])
-    expected = [[1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]]
+    ids = np.array([[3, 7, 4, 2], [3, 4, 2, 7], [3, 4, 5, 6], [3, 4, 5, 7]], dtype=np.int64)
+    expected = [[1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]]
     mask(impl.completion_mask(ids, [2, 7]), expected, what="mask with eos_ids [2, 7]")
     mask(impl.completion_mask(ids, [7, 2]), expected, what="mask with eos_ids [7, 2]")
+    mask(impl.completion_mask(ids, (9, 2, 7)), expected, what="mask with eos_ids (9, 2, 7)")
+
+
+def test_every_eos_id_is_compared_with_every_token(impl):
+    # As many tokens per row as EOS ids: comparing ids == eos_ids elementwise would broadcast
+    # the ids of column j against EOS id j only.
+    ids = np.array([[7, 2], [2, 7], [5, 5]], dtype=np.int64)
+    mask(impl.completion_mask(ids, [2, 7]), [[1, 0], [1, 0], [1, 1]])
+    ids = np.array([[5, 7, 2], [5, 5, 2]], dtype=np.int64)
+    mask(impl.completion_mask(ids, [2, 7, 9]), [[1, 1, 0], [1, 1, 1]])
 
 
 def test_several_eos_ids_with_mask_truncated(impl):
-    ids = np.array([[3, 7, 4, 2], [3, 4, 5, 6], [9, 9, 9, 9]])
+    ids = np.array([[3, 7, 4, 2], [3, 4, 5, 6], [9, 9, 9, 9]], dtype=np.int64)
     got = impl.completion_mask(ids, (2, 7, 9), mask_truncated=True)
     mask(got, [[1, 1, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0]])
 
 
-@pytest.mark.parametrize(
-    "eos_ids",
-    [2, [2], (2,), np.int64(2), np.array([2])],
-    ids=["int", "list", "tuple", "np.int64", "array"],
-)
-def test_accepts_an_int_or_a_sequence_of_ints(impl, eos_ids):
-    ids = np.array([[1, 2, 3]])
-    mask(impl.completion_mask(ids, eos_ids), [[1, 1, 0]])
+def test_one_token_completions(impl):
+    ids = np.array([[2], [5]], dtype=np.int64)
+    mask(impl.completion_mask(ids, EOS), [[1], [1]])
+    mask(impl.completion_mask(ids, EOS, mask_truncated=True), [[1], [0]])
 
 
-def test_accepts_int32_ids(impl):
-    ids = np.array([[1, 2, 3], [1, 1, 1]], dtype=np.int32)
-    mask(impl.completion_mask(ids, EOS), [[1, 1, 0], [1, 1, 1]])
+def test_real_vocabulary_ids(impl):
+    # Token ids of a real tokenizer do not fit in 8 or 16 bits.
+    eos = [151643, 151645]
+    ids = np.array([[872, 151645, 151643], [151643, 0, 9], [70000, 151644, 3]], dtype=np.int32)
+    mask(impl.completion_mask(ids, eos), [[1, 1, 0], [1, 0, 0], [1, 1, 1]])
+    mask(impl.completion_mask(ids, eos, mask_truncated=True), [[1, 1, 0], [1, 0, 0], [0, 0, 0]])
 
 
-def test_matches_a_plain_loop_on_a_random_batch(impl):
+def test_matches_a_plain_loop_on_random_batches(impl):
     rng = np.random.default_rng(0)
-    ids = rng.integers(0, 12, size=(16, 10))
-    for eos_ids in ([2], [2, 5]):
-        for mask_truncated in (False, True):
-            got = impl.completion_mask(ids, eos_ids, mask_truncated=mask_truncated)
-            expected = loop_mask(ids, eos_ids, mask_truncated)
-            mask(got, expected, what=f"mask for eos_ids={eos_ids}, mask_truncated={mask_truncated}")
+    for shape in [(16, 10), (1, 1), (1, 40), (40, 1), (7, 3)]:
+        ids = rng.integers(0, 12, size=shape)
+        for eos_ids in ([2], [2, 5], [11, 0, 7]):
+            for mask_truncated in (False, True):
+                got = impl.completion_mask(ids, eos_ids, mask_truncated=mask_truncated)
+                expected = loop_mask(ids, eos_ids, mask_truncated)
+                what = f"mask of ids {shape} for eos_ids={eos_ids}, mask_truncated={mask_truncated}"
+                mask(got, expected, what=what)
 
 
-def test_a_single_row_batch(impl):
-    mask(impl.completion_mask(np.array([[9, 2]]), 9), [[1, 0]])
+# ----- input forms and errors (table: cases.json) -----
 
 
-@pytest.mark.parametrize("shape", [(5,), (2, 3, 4)], ids=str)
-def test_ids_that_are_not_2d_raise_value_error(impl, shape):
-    with pytest.raises(ValueError):
-        impl.completion_mask(np.ones(shape, dtype=np.int64), EOS)
+def check_accepted(impl, prefix):
+    for case in (c for c in ACCEPTED if c.name.startswith(prefix)):
+        mask(case.run(impl), case.expected, what=f"mask in case {case.name} ({case.about})")
 
 
-@pytest.mark.parametrize("eos_ids", [[], ()], ids=["list", "tuple"])
-def test_empty_eos_ids_raise_value_error(impl, eos_ids):
-    with pytest.raises(ValueError):
-        impl.completion_mask(np.array([[1, 2, 3]]), eos_ids)
+def check_refused(impl, prefix):
+    for case in (c for c in REFUSED if c.name.startswith(prefix)):
+        try:
+            result = case.run(impl)
+        except case.exception:
+            continue
+        except Exception as exc:  # noqa: BLE001 - any other outcome fails, saying which case
+            raise AssertionError(
+                f"case {case.name}: expected {case.raises} ({case.about}), "
+                f"got {type(exc).__name__}: {exc}"
+            ) from exc
+        raise AssertionError(
+            f"case {case.name}: expected {case.raises} ({case.about}), got a result: {result!r}"
+        )
+
+
+def test_accepts_ids_of_every_integer_dtype(impl):
+    check_accepted(impl, "ids_")
+
+
+def test_accepts_an_int_or_a_sequence_of_ints_as_eos_ids(impl):
+    check_accepted(impl, "eos_")
+
+
+def test_eos_ids_that_are_not_ints_raise_value_error(impl):
+    check_refused(impl, "refused_eos_")
+
+
+def test_ids_that_are_not_2d_raise_value_error(impl):
+    check_refused(impl, "refused_ids_")
 
 
 def test_does_not_modify_its_inputs(impl):
-    ids = np.array([[5, 2, 7], [1, 1, 1]])
-    eos_ids = [2, 7]
-    impl.completion_mask(ids, eos_ids, mask_truncated=True)
-    assert np.array_equal(ids, [[5, 2, 7], [1, 1, 1]]), "ids were modified in place"
-    assert eos_ids == [2, 7], "eos_ids was modified in place"
+    for eos_ids in ([2, 7], (7,), np.array([2, 7]), 2):
+        for mask_truncated in (False, True):
+            ids = np.array([[5, 2, 7], [1, 1, 1], [7, 7, 2]], dtype=np.int32)
+            seen = impl.completion_mask.observe(ids, eos_ids, mask_truncated=mask_truncated)
+            assert seen.error is None, f"completion_mask raised {seen.error!r}"
+            ids_after, eos_after = seen.args
+            assert type(ids_after) is np.ndarray and ids_after.dtype == np.int32
+            assert np.array_equal(ids_after, ids), f"ids were modified in place: {ids_after}"
+            assert type(eos_after) is type(eos_ids), "eos_ids was replaced"
+            assert np.array_equal(eos_after, eos_ids), f"eos_ids was modified: {eos_after!r}"

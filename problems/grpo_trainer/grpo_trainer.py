@@ -66,6 +66,9 @@ def generate_rollout(
     Returns:
         A Rollout with every field filled in but old_logps (optimize's first iteration gives
         them); ref_logps only when config.beta > 0 and there is a reference model.
+
+    Raises:
+        ValueError: config.max_completion_length is None.
     """
     raise NotImplementedError("generate_rollout is not implemented yet: write its body")
 
@@ -79,7 +82,8 @@ def compute_loss(
     """The GRPO loss of `rollout` under the current policy.
 
     The old log-probs are rollout.old_logps, or the current ones, detached, while it is None
-    (the first iteration: the current policy is the one that sampled).
+    (the first iteration: the current policy is the one that sampled). Without
+    rollout.ref_logps there is no KL term.
 
     Returns:
         (loss, logps): the 0-d loss to minimize, differentiable, and the current per-token
@@ -99,7 +103,7 @@ def optimize(
     config.gradient_accumulation_steps micro-batches, with gradient clipping.
 
     The first iteration's log-probs are the old ones of the later iterations; set
-    rollout.old_logps (N, L) to them.
+    rollout.old_logps (N, L) to them. The scheduler, if any, steps once per optimizer step.
 
     Returns:
         {"loss": float, "grad_norm": float, "logps": (N, L) tensor} of the last iteration.

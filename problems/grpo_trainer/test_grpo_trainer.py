@@ -1,341 +1,980 @@
 """Hidden tests for the GRPO training step. The implementation arrives through the `impl` fixture.
 
-Expected values are computed here from first principles (log_softmax, gather, means), never by
-the kit's own solutions, so that a test can only pass when the step is right.
+Models, optimizers and reward functions cannot cross to the learner's code: the probes
+(probes.py) build them there from plain specs, and these tests build the very same models
+here, from the same specs, to compute what a correct step does. Every expected value is
+written out from first principles (log_softmax, gather, the clipped surrogate, means, an SGD
+step); the tests judge effects (log-probs, gradients, how far and where the weights moved),
+never what the learner's code says about itself.
 """
 
+import math
+from types import SimpleNamespace
+
+import pytest
 import torch
 
-from problems.support.toy_models import NoEos
+from problems.support.asserts import assert_scalar, assert_tensor
 from reference.gpt import GPT, GPTConfig
 from reference.grpo_config import GRPOConfig
 from reference.tasks import ReverseDigits
 
 TASK = ReverseDigits()
 EOS = TASK.tokenizer.eos_id
+VOCAB = TASK.tokenizer.vocab_size
+P, L = TASK.prompt_length, TASK.max_completion_length
+TINY = {"vocab_size": VOCAB, "block_size": P + L, "n_layer": 1, "n_head": 4, "n_embd": 32}
+# Prompts whose answers differ modulo 3, so the probes' "mod3" reward tells them apart.
+PROMPT_IDS, ANSWERS = TASK.batch([1234, 5678, 3030, 1111])
+SGD = {"kind": "SGD", "lr": 0.1}  # moves the tiny GPT's ratios well outside [0.8, 1.2]
+LOSS_TYPES = ["grpo", "dapo", "dr_grpo"]
 
 
-def tiny_gpt(seed: int = 0) -> GPT:
-    torch.manual_seed(seed)
-    block = TASK.prompt_length + TASK.max_completion_length
-    return GPT(GPTConfig(vocab_size=TASK.tokenizer.vocab_size, block_size=block, n_layer=1, n_embd=32))
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny matrices: more threads only fight over the cores (the probes do the same)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
-def config(**overrides) -> GRPOConfig:
-    base = dict(num_generations=4, max_completion_length=TASK.max_completion_length, beta=0.0,
-                num_iterations=1, loss_type="grpo", learning_rate=1e-2)  # fmt: skip
-    return GRPOConfig(**{**base, **overrides})
+def tiny(seed: int = 0, wrap: str | None = None) -> dict:
+    return {"seed": seed, "config": TINY, "wrap": wrap}
 
 
-def count_reward(completion_ids, answers):
-    """A reward that varies a lot between completions: how many tokens equal 5."""
-    return [float((row == 5).sum()) for row in completion_ids]
+def gpt(spec: dict) -> GPT:
+    """The model a probe builds from `spec` (the wrappers only change its interface)."""
+    torch.default_generator.manual_seed(spec["seed"])  # as the probe does: the CPU's only
+    return GPT(GPTConfig(**spec["config"]))
 
 
-def prompts(n: int = 3):
-    return TASK.batch(TASK.inputs("train")[:n])
+def config(**overrides) -> dict:
+    base = dict(
+        num_generations=4,
+        max_completion_length=L,
+        beta=0.0,
+        num_iterations=1,
+        loss_type="grpo",
+        max_grad_norm=None,
+    )
+    return {**base, **overrides}
 
 
-def rollout_of(impl, policy, ref=None, seed=0, reward=count_reward, **overrides):
-    prompt_ids, answers = prompts()
-    generator = torch.Generator().manual_seed(seed)
-    return impl.generate_rollout(
-        policy, ref, prompt_ids, answers, reward, EOS, config(**overrides), generator
+# -- what a correct step computes, written out ------------------------------------------------
+
+
+def logps_of(model: GPT, input_ids: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """(N, L) log-probs of the completion tokens: the logits at t - 1 score the token at t."""
+    logits = model(input_ids).logits[:, P - 1 : -1] / temperature
+    return torch.log_softmax(logits, -1).gather(-1, input_ids[:, P:, None])[..., 0]
+
+
+def eos_mask(completion_ids: torch.Tensor, eos_ids=(EOS,)) -> torch.Tensor:
+    """1 up to and including the first EOS of each row; all ones for a row without EOS."""
+    is_eos = torch.isin(completion_ids, torch.tensor(eos_ids)).long()
+    return ((is_eos.cumsum(1) - is_eos) == 0).long()
+
+
+def grpo_loss(logps, old, ref, advantages, mask, cfg: GRPOConfig, normalizer: float):
+    rho = torch.exp(logps - old)
+    high = cfg.epsilon if cfg.epsilon_high is None else cfg.epsilon_high
+    A = advantages[:, None]
+    per_token = -torch.minimum(rho * A, rho.clamp(1 - cfg.epsilon, 1 + high) * A)
+    if cfg.beta > 0 and ref is not None:
+        log_ratio = ref - logps
+        per_token = per_token + cfg.beta * (log_ratio.exp() - log_ratio - 1)  # k3
+    per_token = per_token * mask
+    if cfg.loss_type == "grpo":  # each completion's token mean, summed
+        return (per_token.sum(1) / mask.sum(1).clamp(min=1)).sum() / normalizer
+    return per_token.sum() / normalizer
+
+
+def denominator(mask: torch.Tensor, cfg: GRPOConfig) -> float:
+    """The whole batch's: completions, completion tokens (at least 1), or completions x L."""
+    rows = mask.shape[0]
+    tokens = max(float(mask.sum()), 1.0)
+    return {"grpo": rows, "dapo": tokens, "dr_grpo": rows * cfg.max_completion_length}[
+        cfg.loss_type
+    ]
+
+
+def sgd_optimize(policy: dict, rollout: dict, options: dict, lr: float, schedule=None) -> dict:
+    """What optimize does with SGD (no momentum), on the whole batch at once: micro-batches
+    that share the batch's normalizer add up to it. Returns the weights after and, per update,
+    the learning rate, the gradient applied (clipped), the loss, the norm and the log-probs."""
+    cfg = GRPOConfig(**options)
+    model = gpt(policy)
+    input_ids = torch.cat([rollout["prompt_ids"], rollout["completion_ids"]], 1)
+    mask = rollout["completion_mask"].float()
+    normalizer = denominator(mask, cfg)
+    old, updates = None, []
+    for k in range(cfg.num_iterations):
+        model.zero_grad()
+        logps = logps_of(model, input_ids, cfg.temperature)
+        old = logps.detach() if old is None else old  # the policy that sampled, kept
+        loss = grpo_loss(
+            logps, old, rollout["ref_logps"], rollout["advantages"], mask, cfg, normalizer
+        )
+        loss.backward()
+        norm = math.sqrt(sum(float(p.grad.square().sum()) for p in model.parameters()))
+        scale = 1.0
+        if cfg.max_grad_norm is not None:
+            scale = min(1.0, cfg.max_grad_norm / (norm + 1e-6))
+        lr_k = lr * (1.0 if schedule is None else schedule(k))
+        applied = {n: scale * p.grad.clone() for n, p in model.named_parameters()}
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                p -= lr_k * applied[name]
+        updates.append(
+            {
+                "lr": lr_k,
+                "grads": applied,
+                "loss": float(loss.detach()),
+                "norm": norm,
+                "logps": logps.detach(),
+            }
+        )
+    return {"weights": weights(model), "updates": updates, "old": old}
+
+
+def weights(model: torch.nn.Module) -> dict:
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def assert_moved_as(got: dict, expected: dict, start: dict, what: str, rtol: float = 1e-3):
+    """The weights moved from `start` to `got` as a correct step moves them to `expected`."""
+    if set(got) != set(expected):
+        raise AssertionError(
+            f"{what}: expected the parameters {sorted(expected)}, got {sorted(got)}"
+        )
+    size = math.sqrt(sum(float((expected[n] - start[n]).square().sum()) for n in expected))
+    moved = math.sqrt(sum(float((got[n] - start[n]).square().sum()) for n in expected))
+    errors = {n: float((got[n] - expected[n]).square().sum()) for n in expected}
+    error = math.sqrt(sum(errors.values()))
+    assert error <= rtol * size + 1e-7, (
+        f"{what}: a correct step moves the weights by {size:.4g}; yours moved them by "
+        f"{moved:.4g}, and {error:.3g} ({error / max(size, 1e-30):.1%} of the update) away from "
+        f"where the correct step leads (most in {max(errors, key=errors.get)})"
     )
 
 
-def manual_logps(model, input_ids, prompt_length, temperature=1.0):
-    logits = model(input_ids).logits[:, :-1] / temperature
-    picked = torch.log_softmax(logits, -1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
-    return picked[:, prompt_length - 1 :]
+def assert_same_gradients(got: dict, expected: dict, what: str, rtol: float = 1e-3):
+    missing = [n for n in expected if got.get(n) is None]
+    assert not missing, f"{what}: no gradient reached {missing}"
+    size = math.sqrt(sum(float(g.square().sum()) for g in expected.values()))
+    error = math.sqrt(sum(float((got[n] - g).square().sum()) for n, g in expected.items()))
+    assert error <= rtol * size + 1e-8, (
+        f"{what}: the gradient is {error / max(size, 1e-30):.1%} away from the correct one "
+        f"(norm {size:.4g})"
+    )
+
+
+def crafted_rollout(
+    policy: dict,
+    *,
+    groups: int = 3,
+    G: int = 4,
+    seed: int = 0,
+    temperature: float = 1.0,
+    ref: dict | None = None,
+) -> dict:
+    """A rollout as generate_rollout gives one, made here: group i's rows share prompt i; each
+    completion ends at EOS somewhere (row 0 at once, a 1-token completion) or never (rows 1
+    and 2: truncated; row 1 masked out as mask_truncated_completions does). Advantages are
+    arbitrary (not centred: a loss far from 0), and the sampler's log-probs are those of a
+    top-k sampler, higher than the policy's own."""
+    gen = torch.Generator().manual_seed(seed)
+    rows = groups * G
+    prompt_ids = torch.randint(2, VOCAB, (groups, P), generator=gen).repeat_interleave(G, 0)
+    completion_ids = torch.randint(2, VOCAB, (rows, L), generator=gen)
+    ends = torch.randint(1, L + 1, (rows,), generator=gen)  # L: never ends
+    ends[:3] = torch.tensor([0, L, L])
+    after_end = torch.arange(L) >= ends[:, None]
+    completion_ids[after_end] = EOS  # the EOS, then padding
+    mask = eos_mask(completion_ids)
+    mask[1] = 0
+    advantages = torch.randn(rows, generator=gen)
+    input_ids = torch.cat([prompt_ids, completion_ids], 1)
+    with torch.no_grad():
+        own = logps_of(gpt(policy), input_ids, temperature)
+        ref_logps = None if ref is None else logps_of(gpt(ref), input_ids, temperature)
+    return dict(
+        prompt_ids=prompt_ids,
+        completion_ids=completion_ids,
+        completion_mask=mask,
+        sampling_logps=torch.where(mask.bool(), (own + 0.3).clamp(max=0.0), 0.0),
+        rewards=advantages.clone(),
+        advantages=advantages,
+        truncated=ends == L,
+        old_logps=None,
+        ref_logps=ref_logps,
+        prompt_mask=None,
+    )
+
+
+def policy_logps(policy: dict, rollout: dict, temperature: float = 1.0) -> torch.Tensor:
+    input_ids = torch.cat([rollout["prompt_ids"], rollout["completion_ids"]], 1)
+    with torch.no_grad():
+        return logps_of(gpt(policy), input_ids, temperature)
+
+
+def optimize(impl, policy, rollout, options, optimizer=SGD, scheduler=None) -> dict:
+    return impl.probe.run_optimize(policy, rollout, options, optimizer, scheduler)
 
 
 # -- completion_logps -------------------------------------------------------------------------
 
-
-def test_completion_logps_are_the_log_probs_of_the_completion_tokens(impl):
-    model = tiny_gpt()
-    input_ids = torch.randint(2, 12, (4, 9), generator=torch.Generator().manual_seed(1))
-    got = impl.completion_logps(model, input_ids, 5, config())
-    assert tuple(got.shape) == (4, 4), f"expected shape (4, 4), got {tuple(got.shape)}"
-    torch.testing.assert_close(got, manual_logps(model, input_ids, 5), atol=1e-5, rtol=1e-5)
-
-
-def test_completion_logps_divide_the_logits_by_the_temperature(impl):
-    model = tiny_gpt()
-    input_ids = torch.randint(2, 12, (2, 9), generator=torch.Generator().manual_seed(2))
-    got = impl.completion_logps(model, input_ids, 5, config(temperature=0.5))
-    torch.testing.assert_close(got, manual_logps(model, input_ids, 5, 0.5), atol=1e-5, rtol=1e-5)
+LOGPS_CASES = {
+    "groups sharing a prompt": dict(G=4, prompt=P, completion=L, temperature=1.0),
+    "distinct prompts, temperature 0.5": dict(G=1, prompt=P, completion=L, temperature=0.5),
+    "pairs, temperature 2": dict(G=2, prompt=P, completion=L, temperature=2.0),
+    "a one-token prompt": dict(G=4, prompt=1, completion=L, temperature=1.0),
+    "one-token completions": dict(G=4, prompt=P, completion=1, temperature=0.7),
+    "a model returning bare logits": dict(
+        G=4, prompt=P, completion=L, temperature=0.7, wrap="logits_only"
+    ),
+}
 
 
-def test_completion_logps_are_differentiable(impl):
-    model = tiny_gpt()
-    input_ids = torch.randint(2, 12, (2, 9), generator=torch.Generator().manual_seed(3))
-    impl.completion_logps(model, input_ids, 5, config()).sum().backward()
-    assert model.wte.weight.grad is not None and model.wte.weight.grad.abs().sum() > 0
+@pytest.mark.parametrize("case", LOGPS_CASES.values(), ids=LOGPS_CASES.keys())
+def test_completion_logps_are_the_tempered_log_probs_of_the_completion_tokens(impl, case):
+    gen = torch.Generator().manual_seed(len(LOGPS_CASES) + case["G"])
+    prompts = torch.randint(2, VOCAB, (8 // case["G"], case["prompt"]), generator=gen)
+    completions = torch.randint(1, VOCAB, (8, case["completion"]), generator=gen)
+    input_ids = torch.cat([prompts.repeat_interleave(case["G"], 0), completions], 1)
+    weights_of_logps = torch.randn(8, case["completion"], generator=gen)
+    spec = tiny(3, case.get("wrap"))
+    options = config(temperature=case["temperature"])
+    got = impl.probe.run_completion_logps(
+        spec, input_ids, case["prompt"], options, weights_of_logps
+    )
+
+    model = gpt(spec)
+    P_ = case["prompt"]
+    logits = model(input_ids).logits[:, P_ - 1 : -1] / case["temperature"]
+    expected = torch.log_softmax(logits, -1).gather(-1, input_ids[:, P_:, None])[..., 0]
+    (expected * weights_of_logps).sum().backward()
+    assert_tensor(
+        got["logps"],
+        expected.detach(),
+        atol=1e-5,
+        rtol=1e-4,
+        what="the completion tokens' log-probs (logits / temperature)",
+    )
+    assert got["logps"].requires_grad, "completion_logps must stay differentiable"
+    assert_same_gradients(
+        got["grads"],
+        {n: p.grad for n, p in model.named_parameters()},
+        "the gradient through completion_logps",
+    )
 
 
 # -- generate_rollout -------------------------------------------------------------------------
 
 
-def test_rollout_has_a_group_per_prompt_in_order(impl):
-    r = rollout_of(impl, tiny_gpt())
-    prompt_ids, _ = prompts()
-    N, L = 3 * 4, TASK.max_completion_length
-    assert tuple(r.completion_ids.shape) == (N, L)
-    assert tuple(r.completion_mask.shape) == (N, L)
-    assert tuple(r.rewards.shape) == (N,) and tuple(r.advantages.shape) == (N,)
-    torch.testing.assert_close(r.prompt_ids, prompt_ids.repeat_interleave(4, 0))
+def rollout_of(
+    impl,
+    policy=None,
+    ref=None,
+    *,
+    groups=3,
+    G=4,
+    seed=0,
+    reward="mod3",
+    eos=EOS,
+    global_seed=0,
+    **options,
+):
+    """(rollout, reward calls) of generate_rollout on the first `groups` prompts."""
+    out = impl.probe.run_generate_rollout(
+        policy or tiny(0),
+        ref,
+        PROMPT_IDS[:groups],
+        ANSWERS[:groups],
+        reward,
+        eos,
+        config(num_generations=G, **options),
+        seed,
+        global_seed,
+    )
+    return SimpleNamespace(**out["rollout"]), out["reward_calls"]
 
 
-def test_rollout_rewards_come_from_the_reward_function(impl):
-    r = rollout_of(impl, tiny_gpt())
-    expected = torch.tensor(count_reward(r.completion_ids, None))
-    torch.testing.assert_close(r.rewards.float(), expected)
+def sampled_logps(model, input_ids, temperature, top_k, top_p):
+    """Log-probs of the completion tokens under the distribution sampled from: temperature,
+    then top-k, then top-p (the smallest set of most likely tokens whose mass reaches it)."""
+    with torch.no_grad():
+        logits = model(input_ids).logits[:, P - 1 : -1] / temperature
+    if top_k:
+        kth = torch.topk(logits, top_k, -1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, -1)
+    order = probs.argsort(-1, descending=True)
+    sorted_probs = probs.gather(-1, order)
+    mass_before = sorted_probs.cumsum(-1) - sorted_probs
+    drop = torch.zeros_like(probs, dtype=torch.bool).scatter(-1, order, mass_before >= top_p)
+    logits = logits.masked_fill(drop, float("-inf"))
+    return torch.log_softmax(logits, -1).gather(-1, input_ids[:, P:, None])[..., 0]
 
 
-def test_reward_function_gets_each_answer_once_per_completion(impl):
-    seen = []
+def test_rollout_holds_a_group_of_completions_per_prompt_in_order(impl):
+    r, _ = rollout_of(impl, groups=3, G=4, max_completion_length=3)
+    assert_tensor(
+        r.prompt_ids.float(),
+        PROMPT_IDS[:3].repeat_interleave(4, 0).float(),
+        what="rollout.prompt_ids (each prompt repeated G times, in order)",
+    )
+    for name in ("completion_ids", "completion_mask", "sampling_logps"):
+        shape = tuple(getattr(r, name).shape)
+        assert shape == (12, 3), (
+            f"{name} should have shape (B * G, max_completion_length) = (12, 3), got {shape}"
+        )
+    for name in ("rewards", "advantages", "truncated"):
+        shape = tuple(getattr(r, name).shape)
+        assert shape == (12,), f"{name} should have shape (B * G,) = (12,), got {shape}"
+    assert r.old_logps is None, "generate_rollout leaves old_logps to optimize (None)"
 
-    def recording_reward(completion_ids, answers):
-        seen.append(list(answers))
-        return [0.0] * len(completion_ids)
 
-    rollout_of(impl, tiny_gpt(), reward=recording_reward)
-    _, answers = prompts()
-    assert seen == [[a for a in answers for _ in range(4)]], f"reward_fn got answers {seen}"
+@pytest.mark.parametrize("temperature, top_k, top_p", [(0.7, 0, 1.0), (1.3, 4, 1.0), (1.0, 0, 0.6)])
+def test_rollout_is_sampled_from_the_policy_with_temperature_top_k_and_top_p(
+    impl, temperature, top_k, top_p
+):
+    # A reference model is at hand too: it must not be the one that samples.
+    r, _ = rollout_of(impl, ref=tiny(1), G=8, temperature=temperature, top_k=top_k, top_p=top_p)
+    input_ids = torch.cat([r.prompt_ids, r.completion_ids], 1)
+    expected = sampled_logps(gpt(tiny(0)), input_ids, temperature, top_k, top_p)
+    mask = eos_mask(r.completion_ids).bool()
+    assert bool(torch.isfinite(expected[mask]).all()), (
+        f"a sampled token lies outside the sampling distribution (temperature {temperature}, "
+        f"top_k {top_k}, top_p {top_p}): sample with the policy and config's settings"
+    )
+    assert_tensor(
+        r.sampling_logps[mask],
+        expected[mask],
+        atol=1e-4,
+        rtol=1e-4,
+        what="sampling_logps: the sampled tokens' log-probs under the policy's "
+        "sampling distribution",
+    )
 
 
-def test_advantages_are_normalized_within_each_group(impl):
-    r = rollout_of(impl, tiny_gpt())
-    groups = r.rewards.float().reshape(3, 4)
-    expected = (groups - groups.mean(1, keepdim=True)) / (groups.std(1, keepdim=True) + 1e-4)
+def test_rollout_is_reproducible_from_the_generator_alone(impl):
+    first, _ = rollout_of(impl, G=8, seed=5, global_seed=1)
+    again, _ = rollout_of(impl, G=8, seed=5, global_seed=2)
+    other, _ = rollout_of(impl, G=8, seed=6, global_seed=1)
+    assert torch.equal(first.completion_ids, again.completion_ids), (
+        "the same generator seed gave other completions: sample with `generator` only, never "
+        "with torch's global random generator"
+    )
+    assert not torch.equal(first.completion_ids, other.completion_ids), (
+        "another generator seed gave the very same completions: sample with `generator`"
+    )
+
+
+def test_reward_function_is_called_once_with_the_completions_and_each_answer_repeated(impl):
+    r, calls = rollout_of(impl, groups=3, G=4)
+    assert len(calls) == 1, (
+        f"reward_fn must be called once per rollout, it was called {len(calls)} times"
+    )
+    call = calls[0]
+    assert torch.equal(call["completion_ids"], r.completion_ids), (
+        "reward_fn must get the rollout's completion_ids, (N, L)"
+    )
+    expected = [answer for answer in ANSWERS[:3] for _ in range(4)]
+    assert call["answers"] == expected, (
+        f"reward_fn must get each prompt's answer once per completion, {expected}, "
+        f"got {call['answers']}"
+    )
+
+
+@pytest.mark.parametrize("reward", ["mod3", "mod3_tensor"])
+def test_rewards_are_the_reward_functions_scores(impl, reward):
+    r, _ = rollout_of(impl, groups=4, G=4, reward=reward)
+    targets = torch.tensor([int(a) % 3 for a in ANSWERS]).repeat_interleave(4)
+    expected = ((r.completion_ids % 3) == targets[:, None]).float().mean(1)
+    assert_tensor(
+        r.rewards.float(),
+        expected,
+        atol=1e-6,
+        what="rewards (the reward of completion i against its own prompt's answer)",
+    )
+
+
+@pytest.mark.parametrize("scale_rewards", ["group", "none"])
+def test_advantages_compare_each_reward_with_its_own_group(impl, scale_rewards):
+    r, _ = rollout_of(impl, groups=4, G=4, scale_rewards=scale_rewards)
+    groups = r.rewards.double().reshape(4, 4)
+    assert len(set(groups.mean(1).tolist())) > 1, "the groups should differ in mean reward"
+    expected = groups - groups.mean(1, keepdim=True)
+    if scale_rewards == "group":
+        expected = expected / (groups.std(1, keepdim=True) + 1e-8)
     expected = torch.where(groups.std(1, keepdim=True) > 0, expected, 0.0).reshape(-1)
-    torch.testing.assert_close(r.advantages.float(), expected, atol=1e-3, rtol=1e-3)
+    assert_tensor(
+        r.advantages.double(),
+        expected,
+        atol=1e-5,
+        rtol=1e-3,
+        what=f"advantages with scale_rewards={scale_rewards!r}",
+    )
 
 
-def test_scale_rewards_none_only_centers_the_rewards(impl):
-    r = rollout_of(impl, tiny_gpt(), scale_rewards="none")
-    groups = r.rewards.float().reshape(3, 4)
-    expected = (groups - groups.mean(1, keepdim=True)).reshape(-1)
-    torch.testing.assert_close(r.advantages.float(), expected, atol=1e-5, rtol=1e-5)
+def test_reference_logps_are_the_reference_models_and_only_when_beta_is_positive(impl):
+    r, _ = rollout_of(impl, ref=tiny(1), G=4, beta=0.1, temperature=0.7)
+    assert r.ref_logps is not None, (
+        "ref_logps must be filled in when beta > 0 and ref_model is given"
+    )
+    input_ids = torch.cat([r.prompt_ids, r.completion_ids], 1)
+    with torch.no_grad():
+        expected = logps_of(gpt(tiny(1)), input_ids, 0.7)
+    mask = eos_mask(r.completion_ids).bool()
+    assert_tensor(
+        r.ref_logps[mask],
+        expected[mask],
+        atol=1e-5,
+        rtol=1e-4,
+        what="ref_logps: the reference model's log-probs (logits / temperature)",
+    )
+    no_kl, _ = rollout_of(impl, ref=tiny(1), beta=0.0)
+    assert no_kl.ref_logps is None, "with beta = 0 the reference is not needed: ref_logps is None"
+    no_ref, _ = rollout_of(impl, ref=None, beta=0.1)
+    assert no_ref.ref_logps is None, "without a reference model ref_logps is None"
 
 
-def test_reference_logps_come_from_the_reference_model(impl):
-    policy, ref = tiny_gpt(0), tiny_gpt(1)
-    assert rollout_of(impl, policy, ref, beta=0.0).ref_logps is None
-    r = rollout_of(impl, policy, ref, beta=0.1)
-    assert r.ref_logps is not None, "ref_logps must be cached when beta > 0"
-    fresh = manual_logps(ref, torch.cat([r.prompt_ids, r.completion_ids], 1), 5)
-    mask = r.completion_mask.bool()
-    torch.testing.assert_close(r.ref_logps[mask], fresh[mask].detach(), atol=1e-5, rtol=1e-5)
+@pytest.mark.parametrize("eos", [EOS, [EOS, 7]], ids=["one EOS id", "two EOS ids"])
+def test_truncated_completions_are_flagged_and_masked_when_asked(impl, eos):
+    eos_ids = eos if isinstance(eos, list) else [eos]
+    kept, _ = rollout_of(impl, G=8, seed=3, eos=eos)
+    truncated = ~torch.isin(kept.completion_ids, torch.tensor(eos_ids)).any(1)
+    assert 0 < int(truncated.sum()) < len(truncated), "the case should mix ended and truncated rows"
+    assert_tensor(
+        kept.truncated.float(), truncated.float(), what="truncated (the completions with no EOS)"
+    )
+    expected_mask = eos_mask(kept.completion_ids, eos_ids)
+    assert_tensor(
+        kept.completion_mask.float(),
+        expected_mask.float(),
+        what="completion_mask (1 up to and including the first EOS)",
+    )
+    masked, _ = rollout_of(impl, G=8, seed=3, eos=eos, mask_truncated_completions=True)
+    assert torch.equal(masked.completion_ids, kept.completion_ids)
+    expected_mask[truncated] = 0
+    assert_tensor(
+        masked.completion_mask.float(),
+        expected_mask.float(),
+        what="completion_mask with mask_truncated_completions (truncated rows all 0)",
+    )
 
 
-def test_truncated_completions_are_flagged_and_can_be_masked(impl):
-    # A model that never says EOS: every completion is truncated.
-    never_stops = NoEos(tiny_gpt(), EOS)
-    kept = rollout_of(impl, never_stops)
-    assert bool(kept.truncated.all()), "completions without EOS must be flagged as truncated"
-    assert int(kept.completion_mask.sum()) == kept.completion_mask.numel()
-    masked = rollout_of(impl, never_stops, mask_truncated_completions=True)
-    assert int(masked.completion_mask.sum()) == 0, "mask_truncated_completions must zero the mask"
+@pytest.mark.parametrize("wrap", ["never_ends", "ends_last"])
+def test_only_completions_without_eos_count_as_truncated(impl, wrap):
+    # never_ends never emits EOS; ends_last emits it as the last token, at the length limit.
+    r, _ = rollout_of(impl, policy=tiny(0, wrap), mask_truncated_completions=True)
+    ends = wrap == "ends_last"
+    if ends:
+        assert bool((r.completion_ids[:, -1] == EOS).all()), "the policy ends on the last token"
+    assert_tensor(
+        r.truncated.float(),
+        torch.full((12,), 0.0 if ends else 1.0),
+        what="truncated (True for the completions with no EOS at all)",
+    )
+    assert_tensor(
+        r.completion_mask.float(),
+        torch.full((12, L), 1.0 if ends else 0.0),
+        what="completion_mask with mask_truncated_completions",
+    )
+
+
+def test_generate_rollout_raises_without_max_completion_length(impl):
+    with pytest.raises(ValueError):
+        rollout_of(impl, max_completion_length=None)
+
+
+def test_rollout_returns_a_rollout_of_float32_rewards_and_bool_flags_without_gradient(impl):
+    r, _ = rollout_of(impl, ref=tiny(1), beta=0.1, reward="mod3_tensor")
+    assert r.rewards.dtype == torch.float32, f"rewards should be float32, got {r.rewards.dtype}"
+    assert r.advantages.is_floating_point(), (
+        f"advantages should be floats, got {r.advantages.dtype}"
+    )
+    assert r.truncated.dtype == torch.bool, f"truncated should be bool, got {r.truncated.dtype}"
+    assert r.completion_ids.dtype == torch.int64, "completion_ids should be int64 token ids"
+    carrying = [
+        name
+        for name, value in vars(r).items()
+        if isinstance(value, torch.Tensor) and value.requires_grad
+    ]
+    assert not carrying, f"generate_rollout runs without gradient, but {carrying} carry one"
 
 
 # -- compute_loss -----------------------------------------------------------------------------
 
 
-def test_loss_is_zero_at_the_first_iteration_but_its_gradient_is_not(impl):
-    policy = tiny_gpt()
-    r = rollout_of(impl, policy)
-    loss, _ = impl.compute_loss(policy, r, config())
-    value = float(loss.detach())
-    assert abs(value) < 1e-5, f"with rho = 1 the per-sequence loss is -mean(A) = 0, got {value}"
-    loss.backward()
-    grad = policy.wte.weight.grad
-    assert grad is not None and float(grad.abs().sum()) > 0, "the gradient must not be zero"
+def loss_case(loss_type: str, later: bool) -> tuple[dict, dict, torch.Tensor]:
+    """A rollout, its config and the current log-probs; `later`: old_logps cached and apart."""
+    options = config(
+        loss_type=loss_type, beta=0.2, epsilon=0.15, epsilon_high=0.28, temperature=0.8
+    )
+    rollout = crafted_rollout(tiny(0), seed=1, temperature=0.8, ref=tiny(1))
+    current = policy_logps(tiny(0), rollout, 0.8)
+    if later:  # ratios from 0.6 to 1.6: both clip bounds act, for both signs of advantages
+        shift = torch.empty(current.shape).uniform_(
+            -0.51, 0.47, generator=torch.Generator().manual_seed(2)
+        )
+        rollout["old_logps"] = current - shift
+    return rollout, options, current
 
 
-def test_loss_gradient_is_the_policy_gradient(impl):
-    policy = tiny_gpt()
-    r = rollout_of(impl, policy)
-    loss, _ = impl.compute_loss(policy, r, config())
-    got = torch.autograd.grad(loss, policy.wte.weight)[0]
-    logps = manual_logps(policy, torch.cat([r.prompt_ids, r.completion_ids], 1), 5)
-    mask = r.completion_mask.float()
-    per_sequence = (logps * mask).sum(1) / mask.sum(1).clamp(min=1)
-    expected = torch.autograd.grad(-(r.advantages * per_sequence).mean(), policy.wte.weight)[0]
-    torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-4)
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+def test_compute_loss_is_the_grpo_loss_with_its_gradient(impl, loss_type):
+    for later in (False, True):
+        rollout, options, _ = loss_case(loss_type, later)
+        got = impl.probe.run_compute_loss(tiny(0), rollout, options)
+        cfg = GRPOConfig(**options)
+        model = gpt(tiny(0))
+        input_ids = torch.cat([rollout["prompt_ids"], rollout["completion_ids"]], 1)
+        logps = logps_of(model, input_ids, 0.8)
+        old = logps.detach() if rollout["old_logps"] is None else rollout["old_logps"]
+        mask = rollout["completion_mask"].float()
+        expected = grpo_loss(
+            logps,
+            old,
+            rollout["ref_logps"],
+            rollout["advantages"],
+            mask,
+            cfg,
+            denominator(mask, cfg),
+        )
+        expected.backward()
+        when = "with cached old_logps" if later else "at the first iteration (old_logps None)"
+        assert_tensor(
+            got["loss"].detach(),
+            expected.detach(),
+            atol=1e-6,
+            rtol=1e-4,
+            what=f"the {loss_type!r} loss {when}",
+        )
+        assert_same_gradients(
+            got["grads"],
+            {n: p.grad for n, p in model.named_parameters()},
+            f"the {loss_type!r} loss {when}",
+        )
+        assert_tensor(
+            got["logps"],
+            logps.detach(),
+            atol=1e-5,
+            rtol=1e-4,
+            what="compute_loss's log-probs (the current policy's)",
+        )
+        assert not got["logps"].requires_grad, "compute_loss returns its log-probs detached"
 
 
-def test_loss_uses_the_cached_old_and_reference_logps(impl):
-    policy = tiny_gpt(0)
-    r = rollout_of(impl, policy, tiny_gpt(1), num_iterations=2, beta=0.3)
-    sampled = manual_logps(policy, torch.cat([r.prompt_ids, r.completion_ids], 1), 5).detach()
-    r.old_logps = sampled - 0.1  # as if the policy had moved since sampling
-    loss, logps = impl.compute_loss(policy, r, config(num_iterations=2, beta=0.3))
-    mask = r.completion_mask.float()
-    rho = torch.exp(logps - r.old_logps)
-    A = r.advantages[:, None]
-    surrogate = torch.minimum(rho * A, rho.clamp(0.8, 1.2) * A)
-    log_r = r.ref_logps - logps
-    per_token = -(surrogate - 0.3 * (log_r.exp() - 1 - log_r))
-    expected = ((per_token * mask).sum(1) / mask.sum(1).clamp(min=1)).mean()
-    torch.testing.assert_close(loss.detach(), expected, atol=1e-5, rtol=1e-4)
+def loss_of(impl, rollout: dict, options: dict, normalizer: float | None = None) -> float:
+    return float(
+        impl.probe.run_compute_loss(tiny(0), rollout, options, normalizer)["loss"].detach()
+    )
 
 
-def test_normalizer_lets_micro_batches_add_up_to_the_batch_loss(impl):
-    policy = tiny_gpt()
-    cfg = config(loss_type="dapo")
-    r = rollout_of(impl, policy, loss_type="dapo")
-    r.advantages = r.advantages + 0.5  # a loss far from 0
-    whole, _ = impl.compute_loss(policy, r, cfg)
-    tokens = float(r.completion_mask.sum())
-    parts = [impl.compute_loss(policy, g, cfg, normalizer=tokens)[0] for g in r.split(3, 4)]
-    torch.testing.assert_close(sum(parts).detach(), whole.detach(), atol=1e-6, rtol=1e-5)
+def test_compute_loss_divides_by_the_normalizer_it_is_given(impl):
+    for loss_type in LOSS_TYPES:
+        rollout, options, _ = loss_case(loss_type, later=True)
+        whole = loss_of(impl, rollout, options)
+        # Two micro-batches of whole groups, each divided by the whole batch's denominator.
+        mask = rollout["completion_mask"].float()
+        normalizer = denominator(mask, GRPOConfig(**options))
+        halves = [
+            {k: None if v is None else v[rows] for k, v in rollout.items()}
+            for rows in (slice(0, 8), slice(8, 12))
+        ]
+        parts = [loss_of(impl, half, options, normalizer) for half in halves]
+        assert_scalar(
+            sum(parts),
+            whole,
+            rel=1e-5,
+            abs=1e-7,
+            what=f"{loss_type!r}: micro-batch losses given the whole batch's "
+            "normalizer, summed (they must add up to the whole batch's loss)",
+        )
+        assert_scalar(
+            loss_of(impl, rollout, options, 2 * normalizer),
+            whole / 2,
+            rel=1e-5,
+            abs=1e-7,
+            what=f"{loss_type!r}: the loss with twice the normalizer",
+        )
+
+
+def test_compute_loss_without_reference_logps_has_no_kl_term(impl):
+    rollout, options, current = loss_case("dapo", later=True)
+    rollout["ref_logps"] = None  # no reference model
+    got = impl.probe.run_compute_loss(tiny(0), rollout, options)
+    cfg = GRPOConfig(**{**options, "beta": 0.0})
+    mask = rollout["completion_mask"].float()
+    expected = grpo_loss(
+        current,
+        rollout["old_logps"],
+        None,
+        rollout["advantages"],
+        mask,
+        cfg,
+        denominator(mask, cfg),
+    )
+    assert_tensor(
+        got["loss"].detach(),
+        expected,
+        atol=1e-6,
+        rtol=1e-4,
+        what="the loss with beta > 0 but no ref_logps (no KL term)",
+    )
 
 
 # -- optimize ---------------------------------------------------------------------------------
 
 
-def snapshot(model):
-    return [p.detach().clone() for p in model.parameters()]
+def check_update(got: dict, expected: dict, policy: dict, what: str) -> None:
+    """The weights moved as the correct update moves them, update by update's learning rate."""
+    lrs = [step["lr"] for step in got["steps"]]
+    expected_lrs = [update["lr"] for update in expected["updates"]]
+    assert len(lrs) == len(expected_lrs) and all(
+        math.isclose(a, b, rel_tol=1e-6) for a, b in zip(lrs, expected_lrs, strict=False)
+    ), f"{what}: the optimizer should step at learning rates {expected_lrs}, it stepped at {lrs}"
+    assert_moved_as(got["weights"], expected["weights"], weights(gpt(policy)), what)
 
 
-def test_optimize_takes_one_step_per_iteration(impl):
-    for iterations in (1, 3):
-        policy = tiny_gpt()
-        cfg = config(num_iterations=iterations)
-        r = rollout_of(impl, policy, num_iterations=iterations)
-        optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-3)
-        impl.optimize(policy, optimizer, r, cfg)
-        steps = {int(s["step"]) for s in optimizer.state.values()}
-        assert steps == {iterations}, f"num_iterations={iterations} gave {steps} optimizer steps"
-
-
-def test_optimize_steps_the_scheduler_after_each_update(impl):
-    policy = tiny_gpt()
-    r = rollout_of(impl, policy, num_iterations=3)
-    optimizer = torch.optim.SGD(policy.parameters(), lr=1.0)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5**step)
-    impl.optimize(policy, optimizer, r, config(num_iterations=3), scheduler)
-    assert scheduler.last_epoch == 3, f"3 updates stepped the scheduler {scheduler.last_epoch} times"
-
-
-def test_optimize_keeps_the_first_iterations_logps_as_the_old_ones(impl):
-    policy = tiny_gpt()
-    r = rollout_of(impl, policy, num_iterations=3)
-    sampled = manual_logps(policy, torch.cat([r.prompt_ids, r.completion_ids], 1), 5).detach()
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)
-    impl.optimize(policy, optimizer, r, config(num_iterations=3, gradient_accumulation_steps=3))
-    assert r.old_logps is not None, "optimize must fill in rollout.old_logps"
-    assert not r.old_logps.requires_grad, "the old log-probs must carry no gradient"
-    mask = r.completion_mask.bool()
-    torch.testing.assert_close(r.old_logps[mask], sampled[mask], atol=1e-5, rtol=1e-5,
-                               msg="old_logps must be the log-probs of the policy that sampled")  # fmt: skip
-
-
-def test_later_iterations_take_the_ratio_against_the_policy_that_sampled(impl):
-    policy = tiny_gpt()
-    r = rollout_of(impl, policy, num_iterations=3)
-    sampled = manual_logps(policy, torch.cat([r.prompt_ids, r.completion_ids], 1), 5).detach()
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)
-    out = impl.optimize(policy, optimizer, r, config(num_iterations=3))
-    # The last iteration's loss (loss_type "grpo", beta 0), from its log-probs before the update.
-    rho = torch.exp(out["logps"] - sampled)
-    A = r.advantages[:, None]
-    per_token = -torch.minimum(rho * A, rho.clamp(0.8, 1.2) * A)
-    mask = r.completion_mask.float()
-    expected = float(((per_token * mask).sum(1) / mask.sum(1).clamp(min=1)).mean())
-    assert abs(expected) > 1e-3, "the policy should have moved away from the sampling policy"
-    assert abs(out["loss"] - expected) < 1e-4, (
-        f"last iteration's loss {out['loss']:.6f}, expected {expected:.6f} with ratios taken "
-        "against the policy that sampled (a ratio of 1 at every iteration gives about 0)"
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+def test_one_update_is_a_step_along_the_grpo_gradient(impl, loss_type):
+    options = config(loss_type=loss_type, beta=0.1, temperature=0.8)
+    rollout = crafted_rollout(tiny(0), temperature=0.8, ref=tiny(1))
+    got = optimize(impl, tiny(0), rollout, options)
+    expected = sgd_optimize(tiny(0), rollout, options, SGD["lr"])
+    update = expected["updates"][0]
+    assert len(got["steps"]) == 1, (
+        f"one iteration takes one optimizer step, not {len(got['steps'])}"
+    )
+    assert_same_gradients(
+        got["steps"][0]["grads"], update["grads"], f"the {loss_type!r} update's gradient"
+    )
+    check_update(got, expected, tiny(0), f"one {loss_type!r} update")
+    assert_scalar(got["result"]["loss"], update["loss"], rel=1e-4, abs=1e-6, what="the loss")
+    assert_scalar(got["result"]["grad_norm"], update["norm"], rel=1e-4, what="the grad_norm")
+    assert_tensor(
+        got["result"]["logps"],
+        update["logps"],
+        atol=1e-5,
+        rtol=1e-4,
+        what="the returned logps (the current policy's)",
     )
 
 
-def test_micro_batches_give_the_same_update_as_one_batch(impl):
-    results = []
-    for micro_batches in (1, 3):
-        policy = tiny_gpt()
-        cfg = config(gradient_accumulation_steps=micro_batches, loss_type="dapo", max_grad_norm=None)
-        r = rollout_of(impl, policy, loss_type="dapo")
-        r.advantages = r.advantages + 0.5
-        # SGD, not Adam: Adam would hide a gradient that is off by a constant factor.
-        impl.optimize(policy, torch.optim.SGD(policy.parameters(), lr=1.0), r, cfg)
-        results.append(snapshot(policy))
-    for one, many in zip(*results, strict=True):
-        torch.testing.assert_close(many, one, atol=1e-6, rtol=1e-5)
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+def test_micro_batches_give_the_whole_batch_update_and_loss(impl, loss_type):
+    # Four groups in two micro-batches, two iterations, clipping and the KL penalty on.
+    options = config(
+        loss_type=loss_type,
+        beta=0.1,
+        num_iterations=2,
+        max_grad_norm=0.5,
+        gradient_accumulation_steps=2,
+    )
+    rollout = crafted_rollout(tiny(0), groups=4, seed=2, ref=tiny(1))
+    got = optimize(impl, tiny(0), rollout, options)
+    expected = sgd_optimize(tiny(0), rollout, options, SGD["lr"])
+    check_update(got, expected, tiny(0), f"{loss_type!r} in 2 micro-batches")
+    last = expected["updates"][-1]
+    assert_scalar(
+        got["result"]["loss"],
+        last["loss"],
+        rel=1e-4,
+        abs=1e-6,
+        what="the loss (the whole batch's: the sum of its micro-batches' losses)",
+    )
+    assert_tensor(
+        got["result"]["logps"],
+        last["logps"],
+        atol=1e-5,
+        rtol=1e-4,
+        what="the returned logps (every row, from the last iteration)",
+    )
 
 
-def test_gradients_are_clipped_to_max_grad_norm(impl):
-    policy = tiny_gpt()
-    before = snapshot(policy)
-    r = rollout_of(impl, policy)
-    out = impl.optimize(policy, torch.optim.SGD(policy.parameters(), lr=1.0), r,
-                        config(max_grad_norm=1e-3))  # fmt: skip
-    moved = torch.sqrt(sum(((a - b) ** 2).sum() for a, b in zip(snapshot(policy), before, strict=True)))
-    assert float(moved) <= 1e-3 * 1.01, f"an SGD step of lr 1 moved the weights by {float(moved)}"
-    assert out["grad_norm"] > 1e-3, "grad_norm must report the norm before clipping"
+def test_every_iteration_starts_from_zero_gradients(impl):
+    options = config(num_iterations=3, gradient_accumulation_steps=2, loss_type="dapo")
+    rollout = crafted_rollout(tiny(0), groups=4, seed=3)
+    got = optimize(impl, tiny(0), rollout, options)
+    expected = sgd_optimize(tiny(0), rollout, options, SGD["lr"])
+    assert len(got["steps"]) == 3, f"3 iterations take 3 optimizer steps, not {len(got['steps'])}"
+    for k, (step, update) in enumerate(zip(got["steps"], expected["updates"], strict=True)):
+        assert_same_gradients(
+            step["grads"],
+            update["grads"],
+            f"iteration {k + 1} (its own gradient, summed over its "
+            "micro-batches, never the earlier iterations')",
+        )
+    check_update(got, expected, tiny(0), "3 iterations")
 
 
-# -- grpo_step: it learns ----------------------------------------------------------------------
+def test_later_iterations_take_ratios_against_the_policy_that_sampled(impl):
+    options = config(num_iterations=3, loss_type="grpo", temperature=0.9)
+    rollout = crafted_rollout(tiny(0), seed=4, temperature=0.9)
+    got = optimize(impl, tiny(0), rollout, options)
+    expected = sgd_optimize(tiny(0), rollout, options, SGD["lr"])
+    rho = torch.exp(expected["updates"][-1]["logps"] - expected["old"])
+    mask = rollout["completion_mask"].bool()
+    assert float(((rho[mask] - 1).abs() > 0.2).float().mean()) > 0.2, "the case should clip"
+    own = expected["old"]
+    assert got["old_logps"] is not None, "optimize must set rollout.old_logps"
+    if torch.allclose(got["old_logps"][mask], rollout["sampling_logps"][mask]):
+        raise AssertionError(
+            "rollout.old_logps are the sampler's log-probs: with top-k or top-p they are not "
+            "the policy's; take the policy's own at the first iteration"
+        )
+    assert_tensor(
+        got["old_logps"],
+        own,
+        atol=1e-5,
+        rtol=1e-4,
+        what="rollout.old_logps (the policy's own log-probs at the first iteration)",
+    )
+    assert not got["old_logps"].requires_grad, "rollout.old_logps carry no gradient"
+    check_update(got, expected, tiny(0), "3 iterations with ratios against the first")
+    assert_scalar(
+        got["result"]["loss"],
+        expected["updates"][-1]["loss"],
+        rel=1e-4,
+        abs=1e-6,
+        what="the last iteration's loss (ratios against the policy that sampled)",
+    )
 
 
-def test_grpo_step_returns_the_rollout_and_changes_the_policy(impl):
-    policy = tiny_gpt()
-    before = snapshot(policy)
-    prompt_ids, answers = prompts()
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-3)
-    rollout, out = impl.grpo_step(policy, None, optimizer, prompt_ids, answers, count_reward,
-                                  EOS, config(), torch.Generator().manual_seed(0))  # fmt: skip
-    assert tuple(rollout.rewards.shape) == (12,)
-    assert abs(out["loss"]) < 1e-5, "with num_iterations = 1 the loss is about 0"
-    assert any(not torch.equal(a, b) for a, b in zip(snapshot(policy), before, strict=True))
+def test_the_scheduler_steps_once_per_update(impl):
+    options = config(num_iterations=3, gradient_accumulation_steps=2, loss_type="dr_grpo")
+    rollout = crafted_rollout(tiny(0), groups=4, seed=5)
+    got = optimize(impl, tiny(0), rollout, options, scheduler="halving")
+    expected = sgd_optimize(tiny(0), rollout, options, SGD["lr"], lambda k: 0.5**k)
+    check_update(got, expected, tiny(0), "3 updates with a halving schedule")
 
 
-def greedy_reward(policy, n: int = 200) -> float:
-    """Mean reward of greedy completions of n held-out prompts, decoded here from the weights.
+@pytest.mark.parametrize("max_grad_norm", [0.05, None])
+def test_gradients_are_clipped_to_max_grad_norm(impl, max_grad_norm):
+    options = config(
+        num_iterations=2,
+        gradient_accumulation_steps=3,
+        loss_type="dapo",
+        max_grad_norm=max_grad_norm,
+    )
+    rollout = crafted_rollout(tiny(0), seed=6)
+    got = optimize(impl, tiny(0), rollout, options)
+    expected = sgd_optimize(tiny(0), rollout, options, SGD["lr"])
+    last = expected["updates"][-1]
+    assert last["norm"] > 10 * 0.05, "the case should clip"
+    for k, step in enumerate(got["steps"]):
+        norm = math.sqrt(
+            sum(float(g.square().sum()) for g in step["grads"].values() if g is not None)
+        )
+        wanted = expected["updates"][k]["norm"] if max_grad_norm is None else max_grad_norm
+        assert math.isclose(norm, wanted, rel_tol=1e-3), (
+            f"update {k + 1} applied a gradient of norm {norm:.4g}, expected {wanted:.4g} "
+            f"(max_grad_norm={max_grad_norm}; clip once, after every micro-batch's backward)"
+        )
+    check_update(got, expected, tiny(0), f"updates with max_grad_norm={max_grad_norm}")
+    assert_scalar(
+        got["result"]["grad_norm"],
+        last["norm"],
+        rel=1e-4,
+        what="grad_norm (the norm before clipping)",
+    )
 
-    Computed by the test itself, so a step that reports high rewards without training the
-    policy gets nothing for it.
-    """
+
+def test_masked_completions_do_not_train(impl):
+    # Every completion truncated and masked but one that ends at once: one token to train on.
+    options = config(loss_type="dapo", num_iterations=2)
+    rollout = crafted_rollout(tiny(0), seed=7)
+    rollout["completion_mask"][1:] = 0
+    got = optimize(impl, tiny(0), rollout, options)
+    expected = sgd_optimize(tiny(0), rollout, options, SGD["lr"])
+    check_update(got, expected, tiny(0), "a batch of a single completion token")
+    rollout["completion_mask"][0] = 0  # nothing left to train on: nothing may move
+    got = optimize(impl, tiny(0), rollout, options)
+    start = weights(gpt(tiny(0)))
+    moved = [n for n, w in got["weights"].items() if not torch.equal(w, start[n])]
+    assert not moved, f"a batch whose completions are all masked moved {moved}"
+    assert_scalar(got["result"]["loss"], 0.0, abs=1e-9, what="the loss of a fully masked batch")
+
+
+def test_optimize_raises_when_micro_batches_would_split_a_group(impl):
+    rollout = crafted_rollout(tiny(0), groups=4, G=2)
+    with pytest.raises(ValueError):
+        optimize(impl, tiny(0), rollout, config(num_generations=2, gradient_accumulation_steps=3))
+
+
+def test_optimize_returns_a_dict_of_floats_and_the_logps(impl):
+    rollout = crafted_rollout(tiny(0))
+    result = optimize(impl, tiny(0), rollout, config(num_iterations=2))["result"]
+    for key in ("loss", "grad_norm"):
+        value = result.get(key)
+        assert type(value) is float, f"optimize's {key!r} should be a float, got {value!r:.80}"
+    logps = result.get("logps")
+    assert isinstance(logps, torch.Tensor) and tuple(logps.shape) == (12, L), (
+        f"optimize's 'logps' should be a tensor of shape (12, {L}), got {logps!r:.80}"
+    )
+    assert not logps.requires_grad, "optimize's 'logps' carry no gradient"
+
+
+# -- grpo_step --------------------------------------------------------------------------------
+
+STEP_CASES = {
+    "dr_grpo, top-k, KL to a reference": dict(
+        options=dict(
+            loss_type="dr_grpo",
+            epsilon=0.1,
+            top_k=5,
+            temperature=0.8,
+            beta=0.1,
+            num_iterations=2,
+            gradient_accumulation_steps=3,
+            max_grad_norm=1.0,
+        ),
+        ref=tiny(1),
+        scheduler="halving",
+    ),
+    "dapo, top-p, truncated masked, no std": dict(
+        options=dict(
+            loss_type="dapo",
+            top_p=0.7,
+            num_iterations=2,
+            scale_rewards="none",
+            mask_truncated_completions=True,
+            epsilon_high=0.28,
+        ),
+        ref=None,
+        scheduler=None,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", STEP_CASES.values(), ids=STEP_CASES.keys())
+def test_grpo_step_samples_scores_and_updates_as_grpo_does(impl, case):
+    options = config(**case["options"])
+    cfg = GRPOConfig(**options)
+    got = impl.probe.run_grpo_step(
+        tiny(0),
+        case["ref"],
+        SGD,
+        PROMPT_IDS[:3],
+        ANSWERS[:3],
+        "mod3",
+        EOS,
+        options,
+        11,
+        case["scheduler"],
+    )
+    r = SimpleNamespace(**got["rollout"])
+    alone, _ = rollout_of(impl, ref=case["ref"], seed=11, **case["options"])
+    assert torch.equal(r.completion_ids, alone.completion_ids), (
+        "grpo_step should sample as generate_rollout does with the same generator"
+    )
+    answers = [answer for answer in ANSWERS[:3] for _ in range(4)]
+    assert len(got["reward_calls"]) == 1 and got["reward_calls"][0]["answers"] == answers
+    assert torch.equal(got["reward_calls"][0]["completion_ids"], r.completion_ids)
+
+    # The update a correct step makes from these completions, every input recomputed here.
+    targets = torch.tensor([int(a) % 3 for a in answers])
+    rewards = ((r.completion_ids % 3) == targets[:, None]).double().mean(1).reshape(3, 4)
+    advantages = rewards - rewards.mean(1, keepdim=True)
+    if cfg.scale_rewards == "group":
+        advantages = advantages / (rewards.std(1, keepdim=True) + 1e-8)
+    advantages = torch.where(rewards.std(1, keepdim=True) > 0, advantages, 0.0).reshape(-1)
+    mask = eos_mask(r.completion_ids)
+    if cfg.mask_truncated_completions:
+        mask[~torch.isin(r.completion_ids, torch.tensor([EOS])).any(1)] = 0
+    input_ids = torch.cat([r.prompt_ids, r.completion_ids], 1)
+    ref_logps = None
+    if case["ref"] is not None:
+        with torch.no_grad():
+            ref_logps = logps_of(gpt(case["ref"]), input_ids, cfg.temperature)
+    rollout = dict(
+        prompt_ids=r.prompt_ids,
+        completion_ids=r.completion_ids,
+        completion_mask=mask,
+        advantages=advantages.float(),
+        ref_logps=ref_logps,
+    )
+    schedule = None if case["scheduler"] is None else (lambda k: 0.5**k)
+    expected = sgd_optimize(tiny(0), rollout, options, SGD["lr"], schedule)
+    check_update(got, expected, tiny(0), "grpo_step's update")
+    assert_tensor(
+        r.old_logps,
+        expected["old"],
+        atol=1e-5,
+        rtol=1e-4,
+        what="rollout.old_logps (the policy's own, not the sampler's)",
+    )
+
+
+# -- it learns --------------------------------------------------------------------------------
+
+LEARNER = {"seed": 0, "config": {**TINY, "n_embd": 64}, "wrap": None}
+
+
+def greedy_reward(model: GPT, n: int = 200) -> float:
+    """Mean reward of greedy completions of n held-out prompts, decoded here from the weights."""
     prompt_ids, answers = TASK.batch(TASK.inputs("eval")[:n])
     ids = prompt_ids
     with torch.no_grad():
-        for _ in range(TASK.max_completion_length):
-            next_ids = policy(ids).logits[:, -1].argmax(-1, keepdim=True)
-            ids = torch.cat([ids, next_ids], dim=1)
-    completions = TASK.tokenizer.decode_batch(ids[:, prompt_ids.shape[1] :])
-    return sum(TASK.reward(completions, answers)) / n
+        for _ in range(L):
+            ids = torch.cat([ids, model(ids).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return sum(TASK.reward(TASK.tokenizer.decode_batch(ids[:, P:]), answers)) / n
 
 
 def test_grpo_step_learns_to_reverse_digits(impl):
-    torch.manual_seed(0)
-    block = TASK.prompt_length + TASK.max_completion_length
-    policy = GPT(GPTConfig(vocab_size=TASK.tokenizer.vocab_size, block_size=block))
-    cfg = GRPOConfig(max_completion_length=TASK.max_completion_length, beta=0.0,
-                     learning_rate=3e-3, num_iterations=4, num_generations=8)  # fmt: skip
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.learning_rate)
-    prompts_rng, sample_rng = torch.Generator().manual_seed(0), torch.Generator().manual_seed(1)
-
-    def reward(completion_ids, answers):
-        return TASK.reward(TASK.tokenizer.decode_batch(completion_ids), answers)
-
-    rewards = []
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: more threads only fight over the cores
-    try:
-        for _ in range(25):
-            prompt_ids, answers = TASK.sample(32, prompts_rng)
-            rollout, _ = impl.grpo_step(policy, None, optimizer, prompt_ids, answers, reward, EOS,
-                                        cfg, sample_rng)  # fmt: skip
-            rewards.append(float(rollout.rewards.mean()))
-            if len(rewards) > 6 and sum(rewards[-3:]) / 3 > 0.6:
-                break  # learned enough: no need to spend the remaining steps
-    finally:
-        torch.set_num_threads(threads)
-    first, last = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
-    assert last > 0.5 and last > first + 0.3, f"mean reward went from {first:.3f} to {last:.3f}"
-    # The reference's trained policy scores 0.72 to 0.92 here (an untrained one 0.0).
-    learned = greedy_reward(policy)
-    assert learned >= 0.5, f"the trained policy's greedy completions score only {learned:.3f}"
+    prompts_rng = torch.Generator().manual_seed(0)
+    batches = [TASK.sample(32, prompts_rng) for _ in range(25)]
+    options = dict(max_completion_length=L, beta=0.0, num_iterations=4, num_generations=8)
+    adamw = {"kind": "AdamW", "lr": 3e-3, "record_grads": 1}  # the first update's gradient
+    got = impl.probe.train_reverse_digits(LEARNER, adamw, batches, EOS, options, 1, stop_above=0.6)
+    for k, (step, (_, answers)) in enumerate(zip(got["steps"], batches, strict=False)):
+        per_row = [answer for answer in answers for _ in range(8)]
+        calls = step["reward_calls"]
+        assert len(calls) == 1 and torch.equal(
+            calls[0]["completion_ids"], step["completion_ids"]
+        ), (
+            f"step {k + 1}: the reward function must score the rollout's sampled completions, "
+            f"once (it was called {len(calls)} times)"
+        )
+        assert calls[0]["answers"] == per_row, f"step {k + 1}: reward_fn got the wrong answers"
+        scores = TASK.reward(TASK.tokenizer.decode_batch(step["completion_ids"]), per_row)
+        assert_tensor(
+            step["rewards"].float(),
+            torch.tensor(scores),
+            atol=1e-6,
+            what=f"step {k + 1}'s rollout rewards",
+        )
+    # It learns from the rewards: its first update is GRPO's, on the first rollout.
+    first = got["steps"][0]["completion_ids"]
+    per_row = [answer for answer in batches[0][1] for _ in range(8)]
+    rewards = torch.tensor(TASK.reward(TASK.tokenizer.decode_batch(first), per_row))
+    groups = rewards.double().reshape(-1, 8)
+    advantages = (groups - groups.mean(1, keepdim=True)) / (groups.std(1, keepdim=True) + 1e-8)
+    advantages = torch.where(groups.std(1, keepdim=True) > 0, advantages, 0.0).reshape(-1)
+    rollout = dict(
+        prompt_ids=batches[0][0].repeat_interleave(8, 0),
+        completion_ids=first,
+        completion_mask=eos_mask(first),
+        advantages=advantages.float(),
+        ref_logps=None,
+    )
+    update = sgd_optimize(LEARNER, rollout, {**options, "num_iterations": 1}, 0.0)["updates"][0]
+    assert_same_gradients(
+        got["optimizer_steps"][0]["grads"],
+        update["grads"],
+        "the first update of training (GRPO's, from the first rollout's rewards)",
+    )
+    model = gpt(LEARNER)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(got["weights"][name])
+    # The reference's trained policy scores about 0.8 here (an untrained one 0.0).
+    learned = greedy_reward(model)
+    assert learned >= 0.5, (
+        f"after {len(got['steps'])} GRPO steps the policy's greedy completions of held-out "
+        f"prompts score only {learned:.3f} (at least 0.5 is expected)"
+    )

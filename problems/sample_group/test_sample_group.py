@@ -1,7 +1,10 @@
 """Hidden tests for sample_group. The implementation arrives through the `impl` fixture.
 
-The models (grader/toy_models.py) are tiny and built from seeded tensors, so every expected
-value below is computed from the model's own logits by a few lines of independent code.
+A model and a torch.Generator cannot be handed to the solution from here, so every test calls
+the probe `sample` (probes.py) with a toy model's spec and a seed: the probe builds both beside
+the solution and returns the samples, records of how the model was called and the state the
+call left behind. The tests rebuild the same model from the same spec
+(problems/support/toy_models.py) and compute what they expect from its exact logits.
 """
 
 import math
@@ -11,101 +14,244 @@ import pytest
 import torch
 
 from problems.support.asserts import assert_tensor
-from problems.support.toy_models import (
-    VOCAB,
-    CachedPositionalBigramLM,
-    ConstantLM,
-    CounterLM,
-    LogitsOutputLM,
-    PositionalBigramLM,
-)
+from problems.support.toy_models import build
+
+CONTEXT = {"kind": "ContextLM", "seed": 3}  # logits depend on the whole context, vocab 8
+COUNTER = {"kind": "CounterLM"}  # emits (last token + 1) mod 10
+P4 = [0.5, 0.3, 0.15, 0.05]  # a known next-token distribution
+EOS3 = 3  # the EOS of the ConstantLMs: with one new token, sampling it only ends early
 
 
-def generator(seed=0):
-    return torch.Generator().manual_seed(seed)
+def constant(probs, dtype="float32"):
+    return {"kind": "ConstantLM", "probs": probs, "dtype": dtype}
 
 
-def prompts(*rows):
-    return torch.tensor(rows, dtype=torch.long)
+def prompts(*rows, dtype=torch.long):
+    return torch.tensor(rows, dtype=dtype)
 
 
-def full_logits(model, prompt_ids, group_size, completion_ids):
-    """The model's logits predicting each completion token, from one uncached forward."""
-    sequences = torch.cat([prompt_ids.repeat_interleave(group_size, 0), completion_ids], dim=1)
+def sample(impl, model, prompt_ids, num_generations, max_new_tokens, eos_ids, **kwargs):
+    """The probe: sample_group on the model `model` builds, with a generator seeded 0 unless
+    `seed` says otherwise (None: no generator); returns a dict (see probes.py)."""
+    return impl.probe.sample(model, prompt_ids, num_generations, max_new_tokens, eos_ids, **kwargs)
+
+
+# ----- what the statement says, computed here -----
+
+
+def sampling_logprobs(logits, temperature=1.0, top_k=0, top_p=1.0):
+    """log q over the vocabulary, -inf for the tokens removed: the statement's four steps."""
+    z = logits.double() / temperature
+    if 0 < top_k < z.shape[-1]:
+        kth_largest = z.sort(-1, descending=True).values[..., top_k - 1 : top_k]
+        z = z.masked_fill(z < kth_largest, -math.inf)  # ties with the k-th stay
+    if top_p < 1:
+        probs, order = z.softmax(-1).sort(-1, descending=True)
+        keep_sorted = probs.cumsum(-1) - probs < top_p  # the mass before each token
+        keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+        z = z.masked_fill(~keep, -math.inf)
+    return z.log_softmax(-1)
+
+
+def model_logits(spec, prompt_ids, group_size, completion_ids):
+    """The logits that predicted each completion token, from one pass over the whole sequence."""
+    sequences = torch.cat([prompt_ids.long().repeat_interleave(group_size, 0), completion_ids], 1)
     with torch.no_grad():
-        logits = PositionalBigramLM.logits(model, sequences)
+        logits = build(spec).logits(sequences)
     return logits[:, prompt_ids.shape[1] - 1 : -1]
 
 
-def greedy(model, prompt_ids, steps):
-    sequences = prompt_ids.clone()
-    for _ in range(steps):
-        with torch.no_grad():
-            next_token = PositionalBigramLM.logits(model, sequences)[:, -1].argmax(-1)
-        sequences = torch.cat([sequences, next_token[:, None]], dim=1)
-    return sequences[:, prompt_ids.shape[1] :]
+def check_fields(result, rows, steps, vocab):
+    """Three tensors of shape (rows, steps) with the dtypes of the statement, ids in the vocab."""
+    for name, dtype in [("completion_ids", torch.int64), ("completion_mask", torch.int64),
+                        ("logprobs", torch.float32)]:  # fmt: skip
+        value = result[name]
+        assert tuple(value.shape) == (rows, steps), (
+            f"{name} should have shape {(rows, steps)}, got {tuple(value.shape)}"
+        )
+        assert value.dtype == dtype, f"{name} should have dtype {dtype}, got {value.dtype}"
+    ids = result["completion_ids"]
+    assert bool(((ids >= 0) & (ids < vocab)).all()), f"token ids outside the vocabulary: {ids}"
 
 
-def frequencies(ids, vocab):
-    return np.bincount(ids.flatten().numpy(), minlength=vocab) / ids.numel()
+def check_completions(result, eos_ids):
+    """Mask 1 up to and including the first EOS, 0 after; the pad id and log-prob 0 after it."""
+    eos_ids = [eos_ids] if isinstance(eos_ids, int) else list(eos_ids)
+    ids, mask, logprobs = result["completion_ids"], result["completion_mask"], result["logprobs"]
+    for row in range(ids.shape[0]):
+        tokens = ids[row].tolist()
+        length = next((t + 1 for t, token in enumerate(tokens) if token in eos_ids), len(tokens))
+        expected = [1] * length + [0] * (len(tokens) - length)
+        assert mask[row].tolist() == expected, (
+            f"row {row} {tokens}: the mask should be {expected} (1 up to and including the "
+            f"first EOS of {eos_ids}), got {mask[row].tolist()}"
+        )
+        assert tokens[length:] == [eos_ids[0]] * (len(tokens) - length), (
+            f"row {row} {tokens}: after the first EOS every token is the pad id {eos_ids[0]}"
+        )
+        assert torch.all(logprobs[row, length:] == 0), (
+            f"row {row}: log-probs after the first EOS should be exactly 0, got {logprobs[row]}"
+        )
+    assert bool(torch.isfinite(logprobs).all()), f"log-probs should be finite, got {logprobs}"
 
 
-def assert_frequencies_match(ids, probs):
-    """Empirical frequencies within 5 standard errors of `probs` (and absent tokens absent)."""
+def check_logprobs(result, spec, prompt_ids, group_size, **settings):
+    """The log-prob of every sampled token under the sampling distribution of its context."""
+    ids, mask = result["completion_ids"], result["completion_mask"].bool()
+    logits = model_logits(spec, prompt_ids, group_size, ids)
+    expected = sampling_logprobs(logits, **settings).gather(-1, ids[..., None])[..., 0]
+    outside = mask & torch.isinf(expected)
+    assert not bool(outside.any()), (
+        f"with {settings or 'the defaults'}, tokens {ids[outside].tolist()} were sampled though "
+        "the sampling distribution removes them"
+    )
+    expected = torch.where(mask, expected, torch.zeros_like(expected))
+    what = f"log-probs with {settings or 'the defaults'}"
+    assert_tensor(result["logprobs"], expected, rtol=1e-5, atol=2e-5, what=what)
+
+
+def check_calls(result, prompt_ids, group_size, cached):
+    """How the model was called: once per step until every completion has ended; the whole
+    sequence so far each time, or, with a KV cache, the prompts and then only the newest token
+    with the cache; an all-ones attention mask over every token the model attends to."""
+    calls, ids = result["calls"], result["completion_ids"]
+    prompt_length = prompt_ids.shape[1]
+    sequences = torch.cat([prompt_ids.long().repeat_interleave(group_size, 0), ids], 1)
+    steps = int(result["completion_mask"].sum(1).max())
+    assert len(calls) == steps, (
+        f"every completion has ended (or reached max_new_tokens) after {steps} steps: the model "
+        f"should be called {steps} times, once per step, but was called {len(calls)} times"
+    )
+    for step, call in enumerate(calls):
+        fed, where = call["input_ids"].long(), f"call {step + 1} of the model"
+        if step == 0:  # each prompt once, or all B * G rows
+            once = torch.equal(fed, prompt_ids.long())
+            assert once or torch.equal(fed, sequences[:, :prompt_length]), (
+                f"{where} should read the prompts, got {call['input_ids']}"
+            )
+            assert not call["cached"], f"{where} reads the prompts: there is no cache yet"
+        elif cached:
+            assert call["cached"], (
+                f"{where}: this model keeps a KV cache; pass the past_key_values of the previous "
+                "call (and use_cache=True)"
+            )
+            assert call["past_length"] == prompt_length + step - 1, (
+                f"{where}: the cache passed holds {call['past_length']} tokens, expected "
+                f"{prompt_length + step - 1}: pass the past_key_values the previous call returned"
+            )
+            newest = sequences[:, prompt_length + step - 1 : prompt_length + step]
+            assert torch.equal(fed, newest), (
+                f"{where}: with a KV cache, feed only the newest token of every row (the pad id "
+                f"for finished rows), expected {newest}, got {call['input_ids']}"
+            )
+        else:
+            assert not call["cached"]
+            assert torch.equal(fed, sequences[:, : prompt_length + step]), (
+                f"{where}: a model without a KV cache must read the whole sequence so far, the "
+                f"pad id for finished rows, expected\n{sequences[:, : prompt_length + step]}\n"
+                f"got\n{call['input_ids']}"
+            )
+        mask = call["attention_mask"]
+        expected_shape = (fed.shape[0], prompt_length + step)
+        assert mask is not None, f"{where}: pass attention_mask"
+        assert tuple(mask.shape) == expected_shape and bool((mask == 1).all()), (
+            f"{where}: attention_mask should be all ones of shape {expected_shape} (every token "
+            f"attended to, cached ones included), got {mask}"
+        )
+
+
+def check_frequencies(ids, probs):
+    """Empirical frequencies within 5 standard errors of `probs`; removed tokens never sampled."""
     probs = np.asarray(probs, dtype=float)
-    freq = frequencies(ids, len(probs))
+    freq = np.bincount(ids.flatten().numpy(), minlength=len(probs)) / ids.numel()
+    assert len(freq) == len(probs), f"tokens outside the vocabulary were sampled: {freq}"
     for token, (p, f) in enumerate(zip(probs, freq, strict=True)):
         if p == 0:
             assert f == 0, f"token {token} lies outside the sampling distribution but was sampled"
         else:
-            tolerance = 5 * math.sqrt(p * (1 - p) / ids.numel()) + 1e-12
+            tolerance = 5 * math.sqrt(p * (1 - p) / ids.numel())
             assert abs(f - p) <= tolerance, (
                 f"token {token} sampled with frequency {f:.4f}, expected {p:.4f} (+- {tolerance:.4f})"
             )
 
 
-P4 = [0.5, 0.3, 0.15, 0.05]  # a known next-token distribution (no EOS among these tokens)
-NO_EOS = 7  # an EOS id ConstantLM(P4) never emits
-
-
-def sample_constant(impl, probs, n=4000, **kwargs):
-    out = impl.sample_group(
-        ConstantLM(probs), prompts([0]), n, 1, NO_EOS, generator=generator(), **kwargs
-    )
-    return out.completion_ids, out.logprobs
+def greedy(spec, prompt_ids, steps):
+    model, sequences = build(spec), prompt_ids.clone()
+    for _ in range(steps):
+        with torch.no_grad():
+            next_token = model.logits(sequences)[:, -1].argmax(-1)
+        sequences = torch.cat([sequences, next_token[:, None]], dim=1)
+    return sequences[:, prompt_ids.shape[1] :]
 
 
 # ----- shapes, dtypes and layout -----
 
 
-def test_shapes_and_dtypes(impl):
-    out = impl.sample_group(
-        PositionalBigramLM(), prompts([1, 2, 3], [4, 5, 6]), 3, 5, 0, generator=generator()
-    )
-    for name in ("completion_ids", "completion_mask", "logprobs"):
-        value = getattr(out, name)
-        assert isinstance(value, torch.Tensor), f"{name} should be a torch tensor"
-        assert tuple(value.shape) == (6, 5), f"{name} should have shape (6, 5), got {value.shape}"
-    assert out.completion_ids.dtype == torch.long, "completion_ids should be int64 token ids"
-    assert out.completion_mask.dtype == torch.long, "completion_mask should be int64 zeros and ones"
-    assert out.logprobs.dtype == torch.float32, "logprobs should be float32"
+def test_returns_tensors_of_the_right_shape_and_dtype(impl):
+    result = sample(impl, CONTEXT, prompts([1, 2, 3], [4, 5, 6]), 3, 5, 0)
+    check_fields(result, 6, 5, 8)
+    assert not result["logprobs"].requires_grad, "sample under torch.no_grad(): no graph is needed"
+
+
+def test_samples_in_float32_whatever_the_model_precision(impl):
+    for dtype in ("bfloat16", "float64"):
+        for temperature in (1.0, 0.7):
+            spec = constant(P4, dtype)
+            result = sample(impl, spec, prompts([0]), 500, 1, EOS3, temperature=temperature)
+            check_fields(result, 500, 1, 4)
+            logits = build(spec).table.detach().double()  # the model's own logits, exactly
+            expected = torch.log_softmax(logits / temperature, -1)[result["completion_ids"]]
+            what = (f"log-probs of a {dtype} model at temperature {temperature} (cast the "
+                    "logits to float32 first)")  # fmt: skip
+            assert_tensor(result["logprobs"], expected, rtol=1e-6, atol=1e-6, what=what)
 
 
 def test_prompts_are_repeated_group_by_group(impl):
     # Prompt i ends in token i + 1, so its completion (the counter) starts at i + 2.
-    out = impl.sample_group(
-        CounterLM(), prompts([0, 1], [0, 2], [0, 3]), 2, 3, 9, generator=generator()
-    )
+    result = sample(impl, COUNTER, prompts([0, 1], [0, 2], [0, 3]), 2, 3, 9)
     expected = torch.tensor([[2, 3, 4], [2, 3, 4], [3, 4, 5], [3, 4, 5], [4, 5, 6], [4, 5, 6]])
-    assert torch.equal(out.completion_ids, expected), (
-        f"rows i*G .. i*G+G-1 should continue prompt i\nexpected {expected}\ngot {out.completion_ids}"
+    assert torch.equal(result["completion_ids"], expected), (
+        f"rows i*G .. i*G+G-1 should continue prompt i\nexpected {expected}\n"
+        f"got {result['completion_ids']}"
     )
+
+
+def test_accepts_integer_prompts_of_any_dtype(impl):
+    for dtype in (torch.int32, torch.uint8, torch.int16):
+        result = sample(impl, COUNTER, prompts([0, 1], [0, 5], dtype=dtype), 2, 3, 9)
+        check_fields(result, 4, 3, 10)
+        expected = torch.tensor([[2, 3, 4], [2, 3, 4], [6, 7, 8], [6, 7, 8]])
+        assert torch.equal(result["completion_ids"], expected), (
+            f"{dtype} prompts: expected {expected}, got {result['completion_ids']}"
+        )
 
 
 def test_does_not_modify_the_prompts(impl):
-    prompt_ids = prompts([1, 2], [3, 4])
-    impl.sample_group(PositionalBigramLM(), prompt_ids, 2, 4, 0, generator=generator())
-    assert torch.equal(prompt_ids, prompts([1, 2], [3, 4])), "prompt_ids was modified"
+    for spec in (CONTEXT, {"kind": "CachedContextLM", "seed": 3}, COUNTER):
+        sent = prompts([1, 2], [3, 4])
+        result = sample(impl, spec, sent, 2, 4, 0)
+        after = result["prompt_ids_after"]
+        assert after.dtype == sent.dtype and torch.equal(after, sent), (
+            f"prompt_ids were modified: sent {sent}, after the call {after}"
+        )
+
+
+def test_the_model_keeps_its_mode_and_weights_and_autograd_stays_on(impl):
+    for spec in (CONTEXT, {"kind": "CachedContextLM", "seed": 3}):
+        for train in (True, False):
+            result = sample(impl, spec, prompts([1, 2]), 2, 4, 0, train=train)
+            mode = "training" if train else "evaluation"
+            assert result["training_after"] == train, (
+                f"the model came in {mode} mode and should be left in it"
+            )
+            assert result["weights_changed"] == [], (
+                f"the model's weights changed: {result['weights_changed']}"
+            )
+            assert result["grad_enabled_after"], (
+                "autograd was left disabled: use `with torch.no_grad():` (or the decorator), "
+                "which restores it"
+            )
+            assert not result["inference_mode_after"], "inference mode was left on"
 
 
 # ----- EOS, masks and truncation -----
@@ -113,283 +259,371 @@ def test_does_not_modify_the_prompts(impl):
 
 def test_stops_at_eos_and_pads_with_the_first_eos_id(impl):
     # From 1 the counter emits 2, 3, 4 (EOS), from 5 it emits 6, 7, 8, 9 (EOS), 0, 1, ...
-    out = impl.sample_group(CounterLM(), prompts([1], [5]), 1, 6, [9, 4], generator=generator())
+    result = sample(impl, COUNTER, prompts([1], [5]), 1, 6, [9, 4])
     expected = torch.tensor([[2, 3, 4, 9, 9, 9], [6, 7, 8, 9, 9, 9]])
-    assert torch.equal(out.completion_ids, expected), (
+    assert torch.equal(result["completion_ids"], expected), (
         f"after its first EOS a completion holds the pad id (the first EOS id, 9)\n"
-        f"expected {expected}\ngot {out.completion_ids}"
+        f"expected {expected}\ngot {result['completion_ids']}"
     )
 
 
 def test_mask_covers_tokens_up_to_and_including_the_first_eos(impl):
-    out = impl.sample_group(CounterLM(), prompts([1], [5]), 1, 6, [9, 4], generator=generator())
+    result = sample(impl, COUNTER, prompts([1], [5]), 1, 6, [9, 4])
     expected = torch.tensor([[1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 0, 0]])
-    assert torch.equal(out.completion_mask.long(), expected), (
-        f"expected the mask {expected}, got {out.completion_mask}"
+    assert torch.equal(result["completion_mask"], expected), (
+        f"expected the mask {expected}, got {result['completion_mask']}"
     )
+    check_completions(result, [9, 4])
 
 
-def test_single_int_eos_id(impl):
-    out = impl.sample_group(CounterLM(), prompts([0]), 1, 5, 3, generator=generator())
-    assert torch.equal(out.completion_ids, torch.tensor([[1, 2, 3, 3, 3]]))
-    assert torch.equal(out.completion_mask.long(), torch.tensor([[1, 1, 1, 0, 0]]))
+def test_accepts_every_form_of_eos_ids(impl):
+    # From 0 the counter emits 1, 2, 3, ...: EOS 3 ends it at the third token.
+    for eos_ids in (3, np.int64(3), [3], (3, 7), np.array([7, 3]), [np.int32(3), 8]):
+        result = sample(impl, COUNTER, prompts([0]), 1, 5, eos_ids)
+        pad = int(np.atleast_1d(eos_ids)[0])
+        expected = torch.tensor([[1, 2, 3, pad, pad]])
+        assert torch.equal(result["completion_ids"], expected), (
+            f"eos_ids={eos_ids!r}: expected {expected}, got {result['completion_ids']}"
+        )
+        assert torch.equal(result["completion_mask"], torch.tensor([[1, 1, 1, 0, 0]]))
 
 
-def test_truncated_completion_is_all_ones_in_the_mask(impl):
-    out = impl.sample_group(CounterLM(), prompts([0]), 2, 4, 9, generator=generator())
-    assert torch.equal(out.completion_ids, torch.tensor([[1, 2, 3, 4]] * 2))
-    assert torch.equal(out.completion_mask.long(), torch.ones(2, 4, dtype=torch.long)), (
+def test_truncated_completions_are_all_ones_in_the_mask(impl):
+    result = sample(impl, COUNTER, prompts([0], [3]), 2, 4, 9)
+    expected = torch.tensor([[1, 2, 3, 4], [1, 2, 3, 4], [4, 5, 6, 7], [4, 5, 6, 7]])
+    assert torch.equal(result["completion_ids"], expected)
+    assert torch.equal(result["completion_mask"], torch.ones(4, 4, dtype=torch.long)), (
         "a completion without EOS is truncated: every one of its tokens counts"
     )
 
 
-def test_logprobs_are_zero_after_eos(impl):
-    out = impl.sample_group(CounterLM(), prompts([1], [5]), 1, 6, [9, 4], generator=generator())
-    assert torch.all(torch.isfinite(out.logprobs)), "logprobs should be finite everywhere"
-    assert torch.all(out.logprobs[out.completion_mask == 0] == 0), (
-        f"log-probs after the first EOS should be 0, got {out.logprobs}"
-    )
-
-
-def test_pad_outside_the_top_k_gives_zero_not_nan(impl):
-    # With top_k=1 the pad id 9 is filtered out while the second row still runs, so its
+@pytest.mark.parametrize("settings", [{"top_k": 1}, {"top_p": 0.5}, {"temperature": 0.01}],
+                         ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))  # fmt: skip
+def test_log_probs_are_zero_not_nan_after_eos_when_the_pad_is_filtered_out(impl, settings):
+    # The pad id 9 lies outside what the filters keep while the second row still runs, so its
     # sampling log-prob in the finished first row is -inf.
-    out = impl.sample_group(
-        CounterLM(), prompts([1], [5]), 1, 5, [9, 4], top_k=1, generator=generator()
-    )
-    assert torch.equal(out.completion_ids, torch.tensor([[2, 3, 4, 9, 9], [6, 7, 8, 9, 9]]))
-    assert torch.all(torch.isfinite(out.logprobs)), f"logprobs should be finite, got {out.logprobs}"
-    assert torch.all(out.logprobs[out.completion_mask == 0] == 0)
+    result = sample(impl, COUNTER, prompts([1], [5]), 1, 5, [9, 4], **settings)
+    assert torch.equal(result["completion_ids"], torch.tensor([[2, 3, 4, 9, 9], [6, 7, 8, 9, 9]]))
+    check_completions(result, [9, 4])
 
 
 def test_output_keeps_max_new_tokens_columns_when_every_completion_ends_early(impl):
-    out = impl.sample_group(CounterLM(), prompts([1], [2]), 2, 10, 4, generator=generator())
-    assert tuple(out.completion_ids.shape) == (4, 10)
-    assert torch.equal(out.completion_mask.sum(dim=1).long(), torch.tensor([3, 3, 2, 2]))
+    result = sample(impl, COUNTER, prompts([1], [2]), 2, 10, 4)
+    check_fields(result, 4, 10, 10)
+    assert torch.equal(result["completion_mask"].sum(dim=1), torch.tensor([3, 3, 2, 2]))
+    check_completions(result, [4])
 
 
 def test_stops_calling_the_model_once_every_completion_has_ended(impl):
-    # Every completion has ended after 3 steps; the model raises on a 4th call.
-    out = impl.sample_group(
-        CounterLM(max_calls=3), prompts([1], [2]), 2, 20, 4, generator=generator()
+    result = sample(impl, COUNTER, prompts([1], [2]), 2, 20, 4)
+    assert len(result["calls"]) == 3, (
+        f"every completion has ended after 3 steps: the model should be called 3 times, not "
+        f"{len(result['calls'])}"
     )
-    assert tuple(out.completion_ids.shape) == (4, 20)
+    result = sample(impl, COUNTER, prompts([5], [1]), 3, 2, 9)
+    assert len(result["calls"]) == 2, "with no EOS, one call per step up to max_new_tokens"
+    result = sample(impl, COUNTER, prompts([3], [8]), 2, 6, [4, 9])
+    assert len(result["calls"]) == 1, "every completion ended at its first token: one call"
+    assert torch.equal(result["completion_mask"], torch.tensor([[1] + [0] * 5] * 4))
 
 
-def test_max_new_tokens_limits_the_length(impl):
-    out = impl.sample_group(PositionalBigramLM(), prompts([1]), 4, 1, 0, generator=generator())
-    assert tuple(out.completion_ids.shape) == (4, 1)
+def test_one_new_token(impl):
+    result = sample(impl, CONTEXT, prompts([1]), 4, 1, 0)
+    check_fields(result, 4, 1, 8)
+    check_calls(result, prompts([1]), 4, cached=False)
+    check_logprobs(result, CONTEXT, prompts([1]), 4)
+
+
+def test_creates_its_tensors_on_the_model_device_not_the_default_one(impl):
+    # As for a model on a GPU while torch's default device is the CPU: here the model is on the
+    # CPU and torch's default device is "meta" during the call, a device that holds no data.
+    for spec in (CONTEXT, {"kind": "CachedContextLM", "seed": 3}):
+        prompt_ids = prompts([1, 2], [5, 3])
+        try:
+            result = sample(impl, spec, prompt_ids, 2, 6, [0, 4], default_device="meta")
+        except (RuntimeError, NotImplementedError, IndexError) as exc:
+            raise AssertionError(
+                f"{spec['kind']}: with torch's default device set to 'meta' during the call, "
+                f"sample_group raised {type(exc).__name__}: {exc}. Create every tensor on the "
+                "model's device (the device of its parameters): device=..., or *_like"
+            ) from exc
+        check_fields(result, 4, 6, 8)
+        check_completions(result, [0, 4])
+        check_logprobs(result, spec, prompt_ids, 2)
 
 
 # ----- log-probs of the sampling distribution -----
 
 
 def test_logprobs_match_the_model_distribution(impl):
-    model, prompt_ids = PositionalBigramLM(), prompts([1, 2], [3, 0])
-    out = impl.sample_group(model, prompt_ids, 3, 6, 0, generator=generator())
-    logits = full_logits(model, prompt_ids, 3, out.completion_ids)
-    expected = torch.log_softmax(logits, -1).gather(-1, out.completion_ids[..., None])[..., 0]
-    expected = torch.where(out.completion_mask.bool(), expected, torch.zeros_like(expected))
-    assert_tensor(out.logprobs, expected, rtol=1e-4, atol=1e-5, what="logprobs")
+    prompt_ids = prompts([1, 2], [3, 0])
+    result = sample(impl, CONTEXT, prompt_ids, 3, 6, 0)
+    check_fields(result, 6, 6, 8)
+    check_completions(result, [0])
+    check_logprobs(result, CONTEXT, prompt_ids, 3)
 
 
-def test_logprobs_use_the_temperature(impl):
-    model, prompt_ids = PositionalBigramLM(seed=3), prompts([1, 2], [3, 0])
-    out = impl.sample_group(model, prompt_ids, 3, 6, 0, temperature=0.6, generator=generator())
-    logits = full_logits(model, prompt_ids, 3, out.completion_ids) / 0.6
-    expected = torch.log_softmax(logits, -1).gather(-1, out.completion_ids[..., None])[..., 0]
-    expected = torch.where(out.completion_mask.bool(), expected, torch.zeros_like(expected))
-    assert_tensor(out.logprobs, expected, rtol=1e-4, atol=1e-5, what="logprobs at temperature 0.6")
+SETTINGS = [
+    {"temperature": 0.6},
+    {"temperature": 1.7, "top_k": 3},
+    {"top_k": 2},
+    {"top_p": 0.7},
+    {"temperature": 0.5, "top_p": 0.9},
+    {"temperature": 2.0, "top_k": 5, "top_p": 0.6},
+]
 
 
-def test_logprobs_are_renormalized_after_top_k(impl):
-    ids, logprobs = sample_constant(impl, P4, n=200, top_k=2)
-    expected = torch.log(torch.tensor([0.5, 0.3])[ids] / 0.8)
-    assert_tensor(logprobs, expected, rtol=1e-4, atol=1e-6, what="logprobs after top_k=2")
+@pytest.mark.parametrize("settings", SETTINGS,
+                         ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))  # fmt: skip
+def test_samples_and_logprobs_follow_the_sampling_distribution(impl, settings):
+    spec, prompt_ids = {"kind": "ContextLM", "seed": 7}, prompts([1, 2], [5, 3], [6, 6])
+    result = sample(impl, spec, prompt_ids, 4, 8, [0, 4], **settings)
+    check_fields(result, 12, 8, 8)
+    check_completions(result, [0, 4])
+    check_logprobs(result, spec, prompt_ids, 4, **settings)
 
 
-def test_logprobs_are_renormalized_after_top_p(impl):
-    ids, logprobs = sample_constant(impl, P4, n=200, top_p=0.9)
-    expected = torch.log(torch.tensor(P4[:3])[ids] / 0.95)
-    assert_tensor(logprobs, expected, rtol=1e-4, atol=1e-6, what="logprobs after top_p=0.9")
+def test_accepts_numpy_scalars_and_integers_as_settings(impl):
+    spec, prompt_ids = {"kind": "ContextLM", "seed": 7}, prompts([1, 2], [5, 3])
+    settings = {"temperature": 2, "top_k": np.int64(5), "top_p": np.float64(0.8)}
+    result = sample(impl, spec, prompt_ids, np.int64(3), np.int64(6), 0, **settings)
+    check_fields(result, 6, 6, 8)
+    check_logprobs(result, spec, prompt_ids, 3, temperature=2.0, top_k=5, top_p=0.8)
+    result = sample(impl, spec, prompt_ids, 3, 6, 0, temperature=np.float32(0.5), top_p=1)
+    check_logprobs(result, spec, prompt_ids, 3, temperature=0.5)
 
 
-def test_logprobs_do_not_track_gradients(impl):
-    out = impl.sample_group(PositionalBigramLM(), prompts([1, 2]), 2, 3, 0, generator=generator())
-    assert not out.logprobs.requires_grad, "sample under torch.no_grad(): no graph is needed"
+def test_samples_under_no_grad_not_inference_mode(impl):
+    result = sample(impl, CONTEXT, prompts([1, 2]), 2, 3, 0)
+    for step, call in enumerate(result["calls"]):
+        assert not call["grad_enabled"], (
+            f"call {step + 1} of the model ran with autograd on: sample under torch.no_grad()"
+        )
+        assert not call["inference_mode"], (
+            f"call {step + 1} of the model ran in inference mode: use torch.no_grad(), so that "
+            "the ids can feed the trainer's forward pass"
+        )
+    assert not result["logprobs"].requires_grad, "the log-probs should carry no autograd graph"
+    assert result["backward_error"] is None, (
+        f"the completion ids cannot feed a forward pass that is differentiated: "
+        f"{result['backward_error']}"
+    )
 
 
-# ----- the sampling distribution -----
+# ----- the sampling distribution, with a model whose distribution is known -----
+
+# (probabilities, settings, the sampling distribution q by hand)
+DISTRIBUTIONS = {
+    "defaults": (P4, {}, P4),
+    "temperature=2": (P4, {"temperature": 2.0}, np.sqrt(P4) / np.sqrt(P4).sum()),
+    "temperature=0.5": (P4, {"temperature": 0.5}, np.square(P4) / np.square(P4).sum()),
+    "top_k=2": (P4, {"top_k": 2}, [0.625, 0.375, 0, 0]),
+    "top_k=2 keeps the tokens tied with the 2nd": (
+        [0.4, 0.2, 0.2, 0.2], {"top_k": 2}, [0.4, 0.2, 0.2, 0.2]
+    ),
+    "top_k=1 keeps a tie at the top": ([0.3, 0.3, 0.25, 0.15], {"top_k": 1}, [0.5, 0.5, 0, 0]),
+    "top_p=0.75 keeps the token that crosses p": (P4, {"top_p": 0.75}, [0.625, 0.375, 0, 0]),
+    "top_p=0.9": (P4, {"top_p": 0.9}, [0.5 / 0.95, 0.3 / 0.95, 0.15 / 0.95, 0]),
+    # tau = 2 gives [0.379, 0.294, 0.208, 0.120]: mass before token 2 is 0.673 < 0.75.
+    "temperature before top_p": (
+        P4, {"temperature": 2.0, "top_p": 0.75},
+        np.array([*np.sqrt(P4[:3]), 0]) / np.sqrt(P4[:3]).sum(),
+    ),
+    # top-k leaves [4/7, 3/7]; 4/7 >= 0.55, so top-p keeps token 0 alone.
+    "top_p after top_k": ([0.4, 0.3, 0.2, 0.1], {"top_k": 2, "top_p": 0.55}, [1, 0, 0, 0]),
+    "temperature with top_k": (
+        P4, {"temperature": 0.5, "top_k": 3},
+        np.array([*np.square(P4[:3]), 0]) / np.square(P4[:3]).sum(),
+    ),
+}  # fmt: skip
 
 
-def test_samples_follow_the_model_distribution(impl):
-    ids, _ = sample_constant(impl, P4)
-    assert_frequencies_match(ids, P4)
+@pytest.mark.parametrize("name", DISTRIBUTIONS)
+def test_samples_follow_the_sampling_distribution(impl, name):
+    probs, settings, q = DISTRIBUTIONS[name]
+    result = sample(impl, constant(probs), prompts([0]), 4000, 1, EOS3, **settings)
+    check_fields(result, 4000, 1, len(probs))
+    ids = result["completion_ids"]
+    check_frequencies(ids, q)
+    with np.errstate(divide="ignore"):
+        expected = torch.tensor(np.log(np.asarray(q, dtype=float)))[ids]
+    assert_tensor(result["logprobs"], expected, rtol=1e-5, atol=1e-5,
+                  what=f"log-probs with {settings or 'the defaults'}")  # fmt: skip
 
 
-def test_temperature_reshapes_the_distribution(impl):
-    ids, _ = sample_constant(impl, P4, temperature=2.0)
-    tempered = np.sqrt(P4) / np.sqrt(P4).sum()  # softmax(log p / 2)
-    assert_frequencies_match(ids, tempered)
-
-
-def test_top_k_keeps_exactly_the_k_most_likely_tokens(impl):
-    ids, _ = sample_constant(impl, P4, top_k=2)
-    assert_frequencies_match(ids, [0.625, 0.375, 0, 0])
-
-
-def test_top_k_zero_or_at_least_vocab_keeps_everything(impl):
+def test_top_k_zero_or_at_least_the_vocabulary_keeps_everything(impl):
     for top_k in (0, 4, 10):
-        ids, _ = sample_constant(impl, P4, top_k=top_k)
-        assert_frequencies_match(ids, P4)
-
-
-def test_top_p_keeps_the_token_that_crosses_p(impl):
-    # 0.5 < 0.75 <= 0.5 + 0.3: the smallest nucleus with mass >= 0.75 is {0, 1}.
-    ids, _ = sample_constant(impl, P4, top_p=0.75)
-    assert_frequencies_match(ids, [0.625, 0.375, 0, 0])
-
-
-def test_top_p_never_samples_outside_the_nucleus(impl):
-    ids, _ = sample_constant(impl, P4, top_p=0.9)
-    assert_frequencies_match(ids, [0.5 / 0.95, 0.3 / 0.95, 0.15 / 0.95, 0])
+        result = sample(impl, constant(P4), prompts([0]), 4000, 1, EOS3, top_k=top_k)
+        check_frequencies(result["completion_ids"], P4)
+        expected = torch.log(torch.tensor(P4))[result["completion_ids"]]
+        assert_tensor(result["logprobs"], expected, what=f"log-probs with top_k={top_k}")
 
 
 def test_top_p_always_keeps_the_most_likely_token(impl):
-    ids, logprobs = sample_constant(impl, P4, n=100, top_p=0.1)
-    assert torch.all(ids == 0), "with top_p below the top probability only the top token remains"
-    assert torch.all(logprobs == 0)
+    for probs in (P4, [0.97, 0.01, 0.01, 0.01]):
+        result = sample(impl, constant(probs), prompts([0]), 100, 1, EOS3, top_p=0.1)
+        assert torch.all(result["completion_ids"] == 0), (
+            "with top_p below the top probability only the top token remains"
+        )
+        assert torch.all(result["logprobs"] == 0), "the one token left has probability 1"
 
 
-def test_top_p_applies_to_what_top_k_left(impl):
-    # top_k=2 leaves [4/7, 3/7]; 4/7 >= 0.55, so top-p then keeps token 0 alone.
-    ids, _ = sample_constant(impl, [0.4, 0.3, 0.2, 0.1], n=200, top_k=2, top_p=0.55)
-    assert torch.all(ids == 0), "apply temperature, then top-k, then top-p to the renormalized rest"
+def test_top_p_keeps_a_token_only_if_the_mass_before_it_is_below_p(impl):
+    # Four equal tokens: the mass before them is 0, 0.25, 0.5, 0.75 (exactly, in any order).
+    # top_p=0.5 keeps two of them: the third has mass 0.5 before it, which is not below 0.5.
+    result = sample(impl, constant([0.25] * 4), prompts([0]), 400, 1, EOS3, top_p=0.5)
+    kept = sorted(set(result["completion_ids"].flatten().tolist()))
+    assert len(kept) == 2, f"top_p=0.5 over four equal tokens keeps two, but {kept} were sampled"
+    expected = torch.full((400, 1), math.log(0.5))
+    assert_tensor(result["logprobs"], expected, what="log-probs with top_p=0.5 (two tokens kept)")
 
 
 def test_top_k_one_is_greedy(impl):
-    model, prompt_ids = PositionalBigramLM(seed=5), prompts([1, 2], [6, 3])
-    out = impl.sample_group(model, prompt_ids, 2, 6, VOCAB + 1, top_k=1, generator=generator())
-    expected = greedy(model, prompt_ids, 6).repeat_interleave(2, 0)
-    assert torch.equal(out.completion_ids, expected), (
-        f"expected {expected}, got {out.completion_ids}"
+    spec, prompt_ids = {"kind": "ContextLM", "seed": 5, "vocab": 16}, prompts([1, 2], [6, 3])
+    path = greedy(spec, prompt_ids, 6)
+    eos = min(set(range(16)) - set(path.flatten().tolist()))  # a token greedy never picks
+    result = sample(impl, spec, prompt_ids, 2, 6, eos, top_k=1)
+    expected = path.repeat_interleave(2, 0)
+    assert torch.equal(result["completion_ids"], expected), (
+        f"expected {expected}, got {result['completion_ids']}"
     )
-    assert torch.all(out.logprobs == 0), "the one token left has probability 1"
+    assert torch.all(result["logprobs"] == 0), "the one token left has probability 1"
 
 
 def test_tiny_temperature_is_greedy(impl):
-    model, prompt_ids = PositionalBigramLM(seed=5), prompts([1, 2], [6, 3])
-    out = impl.sample_group(
-        model, prompt_ids, 2, 6, VOCAB + 1, temperature=1e-4, generator=generator()
-    )
-    expected = greedy(model, prompt_ids, 6).repeat_interleave(2, 0)
-    assert torch.equal(out.completion_ids, expected), (
-        f"expected {expected}, got {out.completion_ids}"
+    spec, prompt_ids = {"kind": "ContextLM", "seed": 5, "vocab": 16}, prompts([1, 2], [6, 3])
+    path = greedy(spec, prompt_ids, 6)
+    eos = min(set(range(16)) - set(path.flatten().tolist()))
+    result = sample(impl, spec, prompt_ids, 2, 6, eos, temperature=1e-4)
+    expected = path.repeat_interleave(2, 0)
+    assert torch.equal(result["completion_ids"], expected), (
+        f"expected {expected}, got {result['completion_ids']}"
     )
 
 
 # ----- randomness -----
 
 
-def test_same_seed_gives_the_same_samples(impl):
-    model, prompt_ids = PositionalBigramLM(), prompts([1, 2], [3, 4])
-    first = impl.sample_group(model, prompt_ids, 4, 8, 0, generator=generator(7))
-    second = impl.sample_group(model, prompt_ids, 4, 8, 0, generator=generator(7))
-    assert torch.equal(first.completion_ids, second.completion_ids)
-    assert torch.equal(first.logprobs, second.logprobs)
+def test_same_seed_gives_the_same_samples_whatever_the_global_state(impl):
+    prompt_ids = prompts([1, 2], [3, 4])
+    first = sample(impl, CONTEXT, prompt_ids, 4, 8, 0, seed=7, global_seed=1)
+    second = sample(impl, CONTEXT, prompt_ids, 4, 8, 0, seed=7, global_seed=2)
+    assert torch.equal(first["completion_ids"], second["completion_ids"]), (
+        "two calls with generators seeded alike should sample the same tokens: draw every "
+        "random number from `generator`, not from torch's global generator"
+    )
+    assert torch.equal(first["logprobs"], second["logprobs"])
 
 
 def test_different_seeds_give_different_samples(impl):
-    model, prompt_ids = PositionalBigramLM(), prompts([1, 2], [3, 4])
-    first = impl.sample_group(model, prompt_ids, 4, 8, VOCAB + 1, generator=generator(1))
-    second = impl.sample_group(model, prompt_ids, 4, 8, VOCAB + 1, generator=generator(2))
-    assert not torch.equal(first.completion_ids, second.completion_ids)
+    prompt_ids = prompts([1, 2], [3, 4])
+    first = sample(impl, CONTEXT, prompt_ids, 4, 8, 0, seed=1)
+    second = sample(impl, CONTEXT, prompt_ids, 4, 8, 0, seed=2)
+    assert not torch.equal(first["completion_ids"], second["completion_ids"]), (
+        "generators seeded differently gave the same samples: sample with `generator`"
+    )
 
 
 def test_members_of_a_group_differ(impl):
-    out = impl.sample_group(
-        PositionalBigramLM(), prompts([1, 2]), 8, 8, VOCAB + 1, generator=generator()
-    )
-    distinct = {tuple(row.tolist()) for row in out.completion_ids}
+    result = sample(impl, CONTEXT, prompts([1, 2]), 8, 8, 0)
+    distinct = {tuple(row.tolist()) for row in result["completion_ids"]}
     assert len(distinct) > 1, "the G completions of a prompt are independent samples"
 
 
 def test_without_a_generator_the_global_seed_decides(impl):
-    model, prompt_ids = PositionalBigramLM(), prompts([1, 2])
-    with torch.random.fork_rng():
-        torch.manual_seed(11)
-        first = impl.sample_group(model, prompt_ids, 4, 6, 0).completion_ids
-        torch.manual_seed(11)
-        second = impl.sample_group(model, prompt_ids, 4, 6, 0).completion_ids
-    assert torch.equal(first, second)
-
-
-# ----- model conventions -----
-
-
-def test_model_returning_an_object_with_logits(impl):
-    out = impl.sample_group(
-        LogitsOutputLM(seed=2), prompts([1, 2]), 3, 5, 0, generator=generator(4)
+    prompt_ids = prompts([1, 2], [3, 4])
+    first = sample(impl, CONTEXT, prompt_ids, 4, 6, 0, seed=None, global_seed=11)
+    second = sample(impl, CONTEXT, prompt_ids, 4, 6, 0, seed=None, global_seed=11)
+    other = sample(impl, CONTEXT, prompt_ids, 4, 6, 0, seed=None, global_seed=12)
+    assert torch.equal(first["completion_ids"], second["completion_ids"]), (
+        "with generator=None, the same global seed should give the same samples"
     )
-    plain = impl.sample_group(
-        PositionalBigramLM(seed=2), prompts([1, 2]), 3, 5, 0, generator=generator(4)
+    assert not torch.equal(first["completion_ids"], other["completion_ids"]), (
+        "with generator=None, sample from torch's global generator (another global seed, "
+        "other samples)"
     )
-    assert torch.equal(out.completion_ids, plain.completion_ids)
 
 
-def test_the_whole_sequence_reaches_a_model_without_cache(impl):
-    # The model raises unless each call gets the whole sequence so far.
-    out = impl.sample_group(
-        PositionalBigramLM(), prompts([1, 2, 3]), 2, 5, VOCAB + 1, generator=generator()
-    )
-    assert tuple(out.completion_ids.shape) == (2, 5)
+# ----- how the model is called -----
 
 
-def test_kv_cache_is_used_when_the_model_supports_it(impl):
-    # The model raises unless it gets the prompt once, then one token per step with the cache.
-    out = impl.sample_group(
-        CachedPositionalBigramLM(),
-        prompts([1, 2, 3], [4, 5, 6]),
-        2,
-        5,
-        VOCAB + 1,
-        generator=generator(),
-    )
-    assert tuple(out.completion_ids.shape) == (4, 5)
+def test_a_model_that_returns_an_object_with_logits(impl):
+    prompt_ids = prompts([1, 2], [4, 4])
+    spec = {"kind": "ContextLM", "seed": 3, "output": "object"}
+    result = sample(impl, spec, prompt_ids, 3, 5, 0, top_k=4)
+    check_fields(result, 6, 5, 8)
+    check_logprobs(result, spec, prompt_ids, 3, top_k=4)
+    plain = sample(impl, CONTEXT, prompt_ids, 3, 5, 0, top_k=4)
+    assert torch.equal(result["completion_ids"], plain["completion_ids"])
+
+
+def test_without_a_cache_every_call_reads_the_whole_sequence(impl):
+    prompt_ids = prompts([1, 2, 3], [4, 5, 6])
+    result = sample(impl, CONTEXT, prompt_ids, 2, 7, [0, 4], temperature=1.3)
+    check_calls(result, prompt_ids, 2, cached=False)
+    check_logprobs(result, CONTEXT, prompt_ids, 2, temperature=1.3)
+
+
+@pytest.mark.parametrize("cache", ["tuple", "object"])
+def test_with_a_kv_cache_each_call_reads_only_the_newest_token(impl, cache):
+    spec = {"kind": "CachedContextLM", "seed": 3, "cache": cache}
+    prompt_ids = prompts([1, 2, 3], [4, 5, 6])
+    result = sample(impl, spec, prompt_ids, 3, 7, [0, 4], temperature=1.3)
+    check_fields(result, 6, 7, 8)
+    check_calls(result, prompt_ids, 3, cached=True)
+    check_completions(result, [0, 4])
+    check_logprobs(result, spec, prompt_ids, 3, temperature=1.3)
 
 
 def test_cached_and_uncached_models_give_the_same_samples(impl):
-    prompt_ids = prompts([1, 2, 3], [4, 5, 6])
-    cached = impl.sample_group(
-        CachedPositionalBigramLM(seed=4), prompt_ids, 3, 7, 0, generator=generator(5)
-    )
-    plain = impl.sample_group(
-        PositionalBigramLM(seed=4), prompt_ids, 3, 7, 0, generator=generator(5)
-    )
-    assert torch.equal(cached.completion_ids, plain.completion_ids)
-    assert_tensor(cached.logprobs, plain.logprobs, what="logprobs with the cache")
+    for prompt_ids in (prompts([1, 2, 3], [4, 5, 6]), prompts([2], [5], [7])):  # P = 3, P = 1
+        cached = sample(impl, {"kind": "CachedContextLM", "seed": 4}, prompt_ids, 3, 7, 0, seed=5)
+        plain = sample(impl, {"kind": "ContextLM", "seed": 4}, prompt_ids, 3, 7, 0, seed=5)
+        assert torch.equal(cached["completion_ids"], plain["completion_ids"])
+        assert_tensor(cached["logprobs"], plain["logprobs"], what="log-probs with the cache")
+        check_calls(cached, prompt_ids, 3, cached=True)
 
 
 # ----- bad arguments -----
 
+BAD_ARGUMENTS = {
+    "temperature=0": {"temperature": 0.0},
+    "temperature<0": {"temperature": -1.0},
+    "top_k<0": {"top_k": -1},
+    "top_p=0": {"top_p": 0.0},
+    "top_p<0": {"top_p": -0.5},
+    "top_p>1": {"top_p": 1.5},
+    "num_generations=0": {"num_generations": 0},
+    "max_new_tokens=0": {"max_new_tokens": 0},
+    "1-D prompt_ids": {"prompt_ids": torch.tensor([1, 2, 3])},
+    "3-D prompt_ids": {"prompt_ids": torch.ones(2, 2, 2, dtype=torch.long)},
+    "prompts of no token": {"prompt_ids": torch.zeros(2, 0, dtype=torch.long)},
+    "float prompt_ids": {"prompt_ids": torch.tensor([[1.0, 2.0]])},
+    "empty eos_ids": {"eos_ids": []},
+    "eos_ids=True": {"eos_ids": True},
+    "eos_ids with a float": {"eos_ids": [0, 2.0]},
+    "eos_ids with a bool": {"eos_ids": (0, True)},
+}
 
-@pytest.mark.parametrize(
-    "bad",
-    [
-        dict(temperature=0.0),
-        dict(temperature=-1.0),
-        dict(top_k=-1),
-        dict(top_p=0.0),
-        dict(top_p=1.5),
-        dict(num_generations=0),
-        dict(max_new_tokens=0),
-        dict(prompt_ids=torch.tensor([1, 2, 3])),
-        dict(eos_ids=[]),
-    ],
-    ids=lambda bad: ",".join(bad),
-)
-def test_bad_arguments_raise_value_error(impl, bad):
-    arguments = dict(prompt_ids=prompts([1, 2]), num_generations=2, max_new_tokens=3, eos_ids=0)
-    arguments.update(bad)
+
+def test_bad_arguments_raise_value_error(impl):
+    for name, bad in BAD_ARGUMENTS.items():
+        arguments = {"prompt_ids": prompts([1, 2], [3, 4]), "num_generations": 2,
+                     "max_new_tokens": 3, "eos_ids": 0} | bad  # fmt: skip
+        settings = {key: arguments.pop(key) for key in ("temperature", "top_k", "top_p")
+                    if key in arguments}  # fmt: skip
+        try:
+            sample(impl, CONTEXT, *arguments.values(), **settings)
+        except ValueError:
+            continue
+        except Exception as exc:  # noqa: BLE001 - any other outcome fails, saying which case
+            raise AssertionError(
+                f"{name}: expected ValueError, got {type(exc).__name__}: {exc}"
+            ) from exc
+        raise AssertionError(f"{name}: expected ValueError, but sample_group returned")
+
+
+def test_a_generator_on_another_device_raises_value_error(impl):
+    # The model's weights live on the meta device, the generator on the CPU.
     with pytest.raises(ValueError):
-        impl.sample_group(PositionalBigramLM(), generator=generator(), **arguments)
+        sample(impl, CONTEXT, prompts([1, 2]), 2, 3, 0, device="meta")

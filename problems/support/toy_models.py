@@ -1,11 +1,14 @@
-"""Tiny language models (and a wrapper) that tests hand to the function under test.
+"""Tiny language models for the torch problems' probes and tests.
 
-They are test fixtures, not secrets: the learner's function receives them as its `model`. They
-live in the kit rather than in the hidden test file so that the batch grader's sandbox can
-import them and rebuild a model there from its class name, the keyword arguments it was made
-with (`init_kwargs`) and its weights (see ``grader/kit_types.py``). What a model
-remembers between calls (the lengths it has seen, how often it was called) does not travel:
-each sandboxed call gets a fresh copy, which is how the tests use them.
+A test describes a model as plain data, a spec such as ``{"kind": "CounterLM", "vocab": 10}``.
+A probe builds it with `build` beside the solution and hands it to the solution's function;
+the test builds the same model from the same spec and computes what it expects from the
+model's exact logits (`logits`, which records nothing).
+
+The models are made of seeded tensors, so their logits are known exactly, and every call of
+`forward` is recorded in `calls` (what the model read, which attention mask, whether a KV
+cache came along, whether autograd or inference mode was on, the model's training flag) so
+that a probe can return how the model was used for the tests to judge.
 """
 
 from __future__ import annotations
@@ -22,121 +25,147 @@ def seeded(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
 
 
 class ToyLM(torch.nn.Module):
-    """Base of the toy models: keeps the constructor's keyword arguments to rebuild from."""
+    """Base of the toy models: keeps its constructor's keyword arguments and records calls."""
 
     def __init__(self, **init_kwargs):
         super().__init__()
         self.init_kwargs = init_kwargs
+        self.calls: list[dict] = []
+
+    def record(self, input_ids, attention_mask=None, past_length: int = 0, cached=False):
+        """Note one call of `forward`: plain data only, copied, so later steps cannot change it."""
+        self.calls.append(
+            {
+                "input_ids": input_ids.detach().clone(),
+                "attention_mask": None
+                if attention_mask is None
+                else attention_mask.detach().clone(),
+                "cached": cached,
+                "past_length": past_length,
+                "grad_enabled": torch.is_grad_enabled(),
+                "inference_mode": torch.is_inference_mode_enabled(),
+                "training": self.training,
+            }
+        )
 
 
-class PositionalBigramLM(ToyLM):
-    """Next-token logits from the current token and its absolute position (no KV cache).
+class ContextLM(ToyLM):
+    """Logits that depend on the whole context: the current token, its position and the mean
+    of every token so far (the prompt's included). No KV cache.
 
-    Because of the position term, feeding only the newest token without a cache gives the
-    wrong logits: every call must see the whole sequence so far. The model checks that itself
-    and raises with the reason, so the check holds wherever the model runs.
+    Feeding only the newest token, or rows of another prompt, gives other logits, so samples
+    and log-probs show whether the model read the right sequence. With ``output="object"`` the
+    logits come in an object's ``.logits``, as Hugging Face models return them.
     """
 
-    def __init__(self, seed: int = 0, vocab: int = VOCAB, max_len: int = 64):
-        super().__init__(seed=seed, vocab=vocab, max_len=max_len)
-        self.bigram = torch.nn.Parameter(seeded(vocab, vocab, seed=seed, scale=1.5))
+    def __init__(
+        self, seed: int = 0, vocab: int = VOCAB, max_len: int = 64, output: str = "tensor"
+    ):
+        super().__init__(seed=seed, vocab=vocab, max_len=max_len, output=output)
+        self._weights(seed, vocab, max_len)
+        self.output = output
+
+    def _weights(self, seed: int, vocab: int, max_len: int) -> None:
+        self.token = torch.nn.Parameter(seeded(vocab, vocab, seed=seed, scale=1.5))
         self.position = torch.nn.Parameter(seeded(max_len, vocab, seed=seed + 1, scale=1.5))
-        self.prompt_length = None  # the first call's length: a call of this length starts a run
-        self.length = None  # the last call's length
+        self.context = torch.nn.Parameter(seeded(vocab, vocab, seed=seed + 2, scale=1.5))
 
-    def logits(self, input_ids, start=0):
-        return self.bigram[input_ids] + self.position[start : start + input_ids.shape[1]]
-
-    def check_attention_mask(self, attention_mask, shape):
-        if attention_mask is not None and tuple(attention_mask.shape) != tuple(shape):
-            raise RuntimeError(
-                f"attention_mask should cover every token the model attends to, shape "
-                f"{tuple(shape)}, got {tuple(attention_mask.shape)}"
-            )
+    def logits(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """(N, T, V) logits of a whole sequence: what the model predicts after each token."""
+        length = input_ids.shape[1]
+        counts = torch.arange(1, length + 1, device=input_ids.device)[:, None]
+        mean_context = self.context[input_ids].cumsum(1) / counts
+        return self.token[input_ids] + self.position[:length] + mean_context
 
     def forward(self, input_ids, attention_mask=None):
-        length = input_ids.shape[1]
-        if self.prompt_length is None or length == self.prompt_length:
-            self.prompt_length = length
-        elif length != self.length + 1:
-            raise RuntimeError(
-                "a model without a KV cache must get the whole sequence so far at every step: "
-                f"expected {self.length + 1} tokens, got {length}"
-            )
-        self.length = length
-        self.check_attention_mask(attention_mask, input_ids.shape)
-        return self.logits(input_ids)
+        self.record(input_ids, attention_mask)
+        logits = self.logits(input_ids)
+        return SimpleNamespace(logits=logits) if self.output == "object" else logits
 
 
-class CachedPositionalBigramLM(PositionalBigramLM):
-    """The same model behind a Hugging Face style KV cache (the cache holds the past tokens).
+class ToyCache:
+    """A KV cache object in the manner of transformers' ``Cache``: it keeps the tokens read so
+    far (enough to recompute this toy's keys and values) and selects rows in place."""
 
-    It raises when it is not used as the convention says: the prompt once, without a cache,
-    then only the newest token with the cache the previous call returned.
+    def __init__(self, tokens: torch.Tensor):
+        self.tokens = tokens
+
+    def get_seq_length(self) -> int:
+        return self.tokens.shape[1]
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self.tokens = self.tokens[indices]
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        self.tokens = self.tokens.repeat_interleave(repeats, dim=0)
+
+
+class CachedContextLM(ContextLM):
+    """ContextLM behind a Hugging Face style KV cache: `forward` takes `past_key_values` and
+    `use_cache` and returns ``.logits`` for the new tokens only and ``.past_key_values``.
+
+    The cache is a tuple holding the past tokens (``cache="tuple"``, as older models return
+    nested tuples of tensors, batch first) or a `ToyCache` (``cache="object"``). The logits are
+    those of the whole sequence, cache and new tokens together, so a stale or mismatched cache
+    gives other logits.
     """
+
+    def __init__(self, seed: int = 0, vocab: int = VOCAB, max_len: int = 64, cache: str = "tuple"):
+        ToyLM.__init__(self, seed=seed, vocab=vocab, max_len=max_len, cache=cache)
+        self._weights(seed, vocab, max_len)
+        self.output, self.cache = "object", cache
 
     def forward(self, input_ids, attention_mask=None, past_key_values=None, use_cache=False):
         if past_key_values is None:
-            if self.prompt_length is not None and input_ids.shape[1] != self.prompt_length:
-                raise RuntimeError(
-                    "this model keeps a KV cache: after the prompt, pass the past_key_values of "
-                    f"the previous call and only the newest token (got {input_ids.shape[1]} "
-                    "tokens and no cache)"
-                )
-            self.prompt_length = input_ids.shape[1]
             past = input_ids[:, :0]
+        elif isinstance(past_key_values, ToyCache):
+            past = past_key_values.tokens
         else:
             past = past_key_values[0]
-            if input_ids.shape[1] != 1:
-                raise RuntimeError(
-                    "with a KV cache, give the model only the newest token, shape (N, 1), "
-                    f"got {tuple(input_ids.shape)}"
-                )
-        total = past.shape[1] + input_ids.shape[1]
-        self.check_attention_mask(attention_mask, (input_ids.shape[0], total))
-        logits = self.logits(input_ids, start=past.shape[1])
-        cache = (torch.cat([past, input_ids], dim=1),) if use_cache else None
+        self.record(input_ids, attention_mask, past.shape[1], past_key_values is not None)
+        sequence = torch.cat([past, input_ids], dim=1)
+        logits = self.logits(sequence)[:, past.shape[1] :]
+        cache = None
+        if use_cache and self.cache == "object":
+            cache = past_key_values if isinstance(past_key_values, ToyCache) else ToyCache(past)
+            cache.tokens = sequence  # updated in place, as transformers' DynamicCache is
+        elif use_cache:
+            cache = (sequence,)
         return SimpleNamespace(logits=logits, past_key_values=cache)
 
 
-class LogitsOutputLM(PositionalBigramLM):
-    """Returns an object with `.logits` (as Hugging Face models do) and takes no cache."""
-
-    def forward(self, input_ids, attention_mask=None):
-        return SimpleNamespace(logits=super().forward(input_ids, attention_mask))
-
-
 class ConstantLM(ToyLM):
-    """The same next-token distribution `probs` after every context."""
+    """The same next-token distribution `probs` after every context, in `dtype`."""
 
-    def __init__(self, probs: list[float]):
-        super().__init__(probs=list(probs))
-        self.table = torch.nn.Parameter(torch.log(torch.tensor(probs, dtype=torch.float32)))
+    def __init__(self, probs: list[float], dtype: str = "float32"):
+        super().__init__(probs=list(probs), dtype=dtype)
+        table = torch.log(torch.tensor(probs, dtype=torch.float64)).to(getattr(torch, dtype))
+        self.table = torch.nn.Parameter(table)
+
+    def logits(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.table.expand(*input_ids.shape, -1)
 
     def forward(self, input_ids, attention_mask=None):
-        return self.table.expand(*input_ids.shape, -1)
+        self.record(input_ids, attention_mask)
+        return self.logits(input_ids)
 
 
 class CounterLM(ToyLM):
-    """Almost surely emits (last token + 1) mod vocab: a script whose EOS steps are known.
+    """Emits (last token + 1) mod vocab almost surely: a script whose EOS steps are known.
 
-    With `max_calls`, it raises when called more often than that.
+    Its logits are `margin` for the next token and 0 for every other one (all tied).
     """
 
-    def __init__(self, vocab: int = 10, margin: float = 40.0, max_calls: int | None = None):
-        super().__init__(vocab=vocab, margin=margin, max_calls=max_calls)
+    def __init__(self, vocab: int = 10, margin: float = 40.0):
+        super().__init__(vocab=vocab, margin=margin)
         self.table = torch.nn.Parameter(margin * torch.roll(torch.eye(vocab), 1, dims=1))
-        self.max_calls = max_calls
-        self.calls = 0
+
+    def logits(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.table[input_ids]
 
     def forward(self, input_ids, attention_mask=None):
-        self.calls += 1
-        if self.max_calls is not None and self.calls > self.max_calls:
-            raise RuntimeError(
-                f"the model was called a {self.calls}th time, but every completion had ended "
-                f"after {self.max_calls} steps: stop generating once all have ended"
-            )
-        return self.table[input_ids]
+        self.record(input_ids, attention_mask)
+        return self.logits(input_ids)
 
 
 class NoEos(ToyLM):
@@ -150,6 +179,25 @@ class NoEos(ToyLM):
         self.model, self.eos_id = model, eos_id
 
     def forward(self, input_ids, attention_mask=None):
+        self.record(input_ids, attention_mask)
         logits = self.model(input_ids, attention_mask=attention_mask).logits.clone()
         logits[..., self.eos_id] = float("-inf")
         return logits
+
+
+MODELS = {
+    model.__name__: model for model in (ContextLM, CachedContextLM, ConstantLM, CounterLM, NoEos)
+}
+
+
+def build(spec: dict | torch.nn.Module) -> torch.nn.Module:
+    """The model a spec describes: ``{"kind": name, **keyword arguments}``; a nested spec (the
+    model NoEos wraps) is built too, and a model that is already built is returned as it is."""
+    if isinstance(spec, torch.nn.Module):
+        return spec
+    kwargs = {key: value for key, value in spec.items() if key != "kind"}
+    if spec["kind"] not in MODELS:
+        raise ValueError(f"no toy model {spec['kind']!r}: one of {sorted(MODELS)}")
+    if isinstance(kwargs.get("model"), dict):
+        kwargs["model"] = build(kwargs["model"])
+    return MODELS[spec["kind"]](**kwargs)

@@ -1,0 +1,371 @@
+"""Probes of the capstone: they build what a GRPO step works on from plain data, run the
+learner's functions on it, and return what happened, as plain data, for the tests to judge.
+
+Everything is described by plain values, so the tests can build the very same objects in
+their own process and compute what a correct step would have done:
+
+    model      {"seed": 0, "config": {GPTConfig's fields}, "wrap": None}: a reference.gpt.GPT
+               built after seeding torch's CPU generator with `seed`; "wrap" names one of
+               WRAPPERS (another interface, or a policy that ends its completions as told)
+    config     GRPOConfig's keyword arguments
+    rollout    Rollout's fields (tensors, or None)
+    optimizer  {"kind": "SGD" or "AdamW", "lr": ..., "record_grads": bool, ...}: an optimizer
+               that records the learning rate (and the gradients) of every step() it takes
+    scheduler  None or the name of one of SCHEDULES (a LambdaLR factor of the update count)
+    reward     the name of one of REWARDS; the reward function records every call
+
+A probe judges nothing: what it returns is only what the learner's code did.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import fields
+
+import torch
+
+from grader.errors import UnexpectedResult
+from reference.gpt import GPT, GPTConfig
+from reference.grpo_config import GRPOConfig, Rollout
+from reference.tasks import ReverseDigits
+
+TASK = ReverseDigits()  # the learning test's task; its tokenizer's EOS is every probe's
+EOS = TASK.tokenizer.eos_id
+
+# ---------------------------------------------------------------- models
+
+
+class LogitsOnly(torch.nn.Module):
+    """A causal LM that returns its logits as a bare tensor and takes no KV cache."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask=None):
+        return self.model(input_ids, attention_mask=attention_mask).logits
+
+
+class NeverEnds(LogitsOnly):
+    """A causal LM that never emits EOS: every completion is truncated."""
+
+    def forward(self, input_ids, attention_mask=None):
+        logits = super().forward(input_ids, attention_mask).clone()
+        logits[..., EOS] = float("-inf")
+        return logits
+
+
+class EndsLast(LogitsOnly):
+    """A causal LM that emits EOS as the last token that fits in its block, and never before:
+    completions that end exactly at the length limit (not truncated)."""
+
+    def forward(self, input_ids, attention_mask=None):
+        logits = super().forward(input_ids, attention_mask).clone()
+        if input_ids.shape[1] == self.model.config.block_size - 1:  # the last token
+            eos = logits[:, -1, EOS].clone()
+            logits[:, -1] = float("-inf")
+            logits[:, -1, EOS] = eos
+        else:
+            logits[:, -1, EOS] = float("-inf")
+        return logits
+
+
+WRAPPERS = {
+    None: lambda model: model,
+    "logits_only": LogitsOnly,
+    "never_ends": NeverEnds,
+    "ends_last": EndsLast,
+}
+
+
+def build_model(spec: dict | None) -> torch.nn.Module | None:
+    if spec is None:
+        return None
+    # The CPU generator only: torch.manual_seed also queues the seed for every kind of
+    # accelerator, which takes longer than building a tiny model.
+    torch.default_generator.manual_seed(spec["seed"])
+    return WRAPPERS[spec.get("wrap")](GPT(GPTConfig(**spec["config"])))
+
+
+def named_parameters(model: torch.nn.Module) -> list:
+    """The GPT's own parameter names, through any wrapper."""
+    return list((model.model if isinstance(model, LogitsOnly) else model).named_parameters())
+
+
+def weights(model: torch.nn.Module) -> dict:
+    return {name: p.detach().clone() for name, p in named_parameters(model)}
+
+
+def gradients(model: torch.nn.Module) -> dict:
+    return {
+        name: None if p.grad is None else p.grad.detach().clone()
+        for name, p in named_parameters(model)
+    }
+
+
+# ---------------------------------------------------------------- optimizers and schedules
+
+
+class Recording:
+    """An optimizer that records, at every step(), the learning rate (and gradients) it uses."""
+
+    def __init__(self, model: torch.nn.Module, record_grads: bool | int = True, **options):
+        """`record_grads`: the gradients of every step (True), of none (False) or of the first
+        `record_grads` steps."""
+        self.named = named_parameters(model)
+        super().__init__([p for _, p in self.named], **options)
+        if isinstance(record_grads, bool):
+            record_grads = math.inf if record_grads else 0
+        self.grad_steps = record_grads
+        self.steps = []
+
+    def step(self, closure=None):
+        record = {"lr": float(self.param_groups[0]["lr"])}
+        if len(self.steps) < self.grad_steps:
+            record["grads"] = {
+                name: None if p.grad is None else p.grad.detach().clone() for name, p in self.named
+            }
+        self.steps.append(record)
+        return super().step(closure)
+
+
+class RecordingSGD(Recording, torch.optim.SGD):
+    pass
+
+
+class RecordingAdamW(Recording, torch.optim.AdamW):
+    pass
+
+
+OPTIMIZERS = {"SGD": RecordingSGD, "AdamW": RecordingAdamW}
+SCHEDULES = {"halving": lambda updates: 0.5**updates}
+
+
+def build_optimizer(model: torch.nn.Module, spec: dict) -> Recording:
+    options = {k: v for k, v in spec.items() if k != "kind"}
+    return OPTIMIZERS[spec["kind"]](model, **options)
+
+
+def build_scheduler(optimizer: Recording, name: str | None):
+    if name is None:
+        return None
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, SCHEDULES[name])
+
+
+# ---------------------------------------------------------------- reward functions
+
+
+def mod3(completion_ids: torch.Tensor, answers: list) -> list[float]:
+    """The share of a completion's tokens that equal its answer modulo 3: varied, answer-bound."""
+    targets = torch.tensor([int(a) % 3 for a in answers])
+    return ((completion_ids % 3) == targets[:, None]).double().mean(1).tolist()
+
+
+def mod3_tensor(completion_ids: torch.Tensor, answers: list) -> torch.Tensor:
+    return torch.tensor(mod3(completion_ids, answers), dtype=torch.float64)
+
+
+def reverse_digits(completion_ids: torch.Tensor, answers: list) -> list[float]:
+    """The reverse-digits task's own reward: the share of the answer's characters right."""
+    return TASK.reward(TASK.tokenizer.decode_batch(completion_ids), list(answers))
+
+
+REWARDS = {"mod3": mod3, "mod3_tensor": mod3_tensor, "reverse_digits": reverse_digits}
+
+
+class RecordingReward:
+    """One of REWARDS that records the completion ids and the answers of every call."""
+
+    def __init__(self, name: str):
+        self.function, self.calls = REWARDS[name], []
+
+    def __call__(self, completion_ids, answers):
+        self.calls.append(
+            {"completion_ids": torch.as_tensor(completion_ids).clone(), "answers": list(answers)}
+        )
+        return self.function(completion_ids, answers)
+
+
+# ---------------------------------------------------------------- plumbing
+
+
+def single_threaded(probe):
+    """Tiny matrices: more threads only fight over the cores (restored afterwards)."""
+
+    @functools.wraps(probe)
+    def run(*args, **kwargs):
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return probe(*args, **kwargs)
+        finally:
+            torch.set_num_threads(threads)
+
+    return run
+
+
+def rollout_fields(rollout, what: str) -> dict:
+    """A Rollout's fields as a dict, or UnexpectedResult when `rollout` is no Rollout."""
+    names = [f.name for f in fields(Rollout)]
+    if not all(hasattr(rollout, name) for name in names):
+        raise UnexpectedResult(f"{what} should return a Rollout, got {type(rollout).__name__}")
+    return {name: getattr(rollout, name) for name in names}
+
+
+def checked_dict(result, what: str) -> dict:
+    if not isinstance(result, dict):
+        raise UnexpectedResult(
+            f"{what} should return a dict with 'loss', 'grad_norm' and 'logps', "
+            f"got {type(result).__name__}"
+        )
+    return dict(result)
+
+
+# ---------------------------------------------------------------- probes
+
+
+@single_threaded
+def run_completion_logps(solution, model, input_ids, prompt_length, config, weights_of_logps):
+    """completion_logps, and the gradient of sum(weights_of_logps * logps) it leads to."""
+    network = build_model(model)
+    logps = solution.completion_logps(network, input_ids, prompt_length, GRPOConfig(**config))
+    if not isinstance(logps, torch.Tensor):
+        raise UnexpectedResult(
+            f"completion_logps should return a tensor, got {type(logps).__name__}"
+        )
+    if logps.requires_grad and logps.shape == weights_of_logps.shape:
+        (logps * weights_of_logps).sum().backward()
+    return {"logps": logps, "grads": gradients(network)}
+
+
+@single_threaded
+def run_generate_rollout(
+    solution, policy, ref, prompt_ids, answers, reward, eos_ids, config, seed, global_seed=0
+):
+    """generate_rollout with a generator seeded `seed` (and torch's global generator seeded
+    `global_seed`), and the calls of its reward function."""
+    policy_model, ref_model = build_model(policy), build_model(ref)
+    reward_fn = RecordingReward(reward)
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(global_seed)
+    rollout = solution.generate_rollout(
+        policy_model,
+        ref_model,
+        prompt_ids,
+        answers,
+        reward_fn,
+        eos_ids,
+        GRPOConfig(**config),
+        generator,
+    )
+    return {"rollout": rollout_fields(rollout, "generate_rollout"), "reward_calls": reward_fn.calls}
+
+
+@single_threaded
+def run_compute_loss(solution, policy, rollout, config, normalizer=None):
+    """compute_loss, and the gradient of the loss it returns."""
+    network = build_model(policy)
+    result = solution.compute_loss(network, Rollout(**rollout), GRPOConfig(**config), normalizer)
+    if not (isinstance(result, tuple | list) and len(result) == 2):
+        raise UnexpectedResult(f"compute_loss should return (loss, logps), got {result!r:.100}")
+    loss, logps = result
+    if not (isinstance(loss, torch.Tensor) and loss.requires_grad):
+        raise UnexpectedResult(
+            f"compute_loss's loss should be a tensor that requires grad, got {loss!r:.100}"
+        )
+    loss.backward()
+    return {"loss": loss, "logps": logps, "grads": gradients(network)}
+
+
+@single_threaded
+def run_optimize(solution, policy, rollout, config, optimizer, scheduler=None):
+    """optimize with a recording optimizer: its result, every step() and the weights after."""
+    network = build_model(policy)
+    recorder = build_optimizer(network, optimizer)
+    batch = Rollout(**rollout)
+    result = solution.optimize(
+        network, recorder, batch, GRPOConfig(**config), build_scheduler(recorder, scheduler)
+    )
+    return {
+        "result": checked_dict(result, "optimize"),
+        "old_logps": batch.old_logps,
+        "steps": recorder.steps,
+        "weights": weights(network),
+    }
+
+
+@single_threaded
+def run_grpo_step(
+    solution,
+    policy,
+    ref,
+    optimizer,
+    prompt_ids,
+    answers,
+    reward,
+    eos_ids,
+    config,
+    seed,
+    scheduler=None,
+):
+    """grpo_step: its rollout and result, the reward calls, every step() and the weights after."""
+    network, ref_model = build_model(policy), build_model(ref)
+    recorder = build_optimizer(network, optimizer)
+    reward_fn = RecordingReward(reward)
+    result = solution.grpo_step(
+        network,
+        ref_model,
+        recorder,
+        prompt_ids,
+        answers,
+        reward_fn,
+        eos_ids,
+        GRPOConfig(**config),
+        torch.Generator().manual_seed(seed),
+        build_scheduler(recorder, scheduler),
+    )
+    if not (isinstance(result, tuple | list) and len(result) == 2):
+        raise UnexpectedResult(f"grpo_step should return (rollout, dict), got {result!r:.100}")
+    rollout, out = result
+    return {
+        "rollout": rollout_fields(rollout, "grpo_step"),
+        "result": checked_dict(out, "grpo_step"),
+        "reward_calls": reward_fn.calls,
+        "steps": recorder.steps,
+        "weights": weights(network),
+    }
+
+
+@single_threaded
+def train_reverse_digits(
+    solution, policy, optimizer, batches, eos_ids, config, seed, stop_above=None
+):
+    """grpo_step on each (prompt_ids, answers) of `batches` in turn, with the task's reward.
+
+    Stops early, to save time, once the mean reward of the last three rollouts is above
+    `stop_above` (the test judges the weights itself, whatever the rollouts said). Returns
+    the weights after; for every step its rollout's completions and rewards and the reward
+    function's calls; and what the optimizer recorded at every step() (see Recording).
+    """
+    network = build_model(policy)
+    recorder = build_optimizer(network, optimizer)
+    cfg, generator = GRPOConfig(**config), torch.Generator().manual_seed(seed)
+    steps, means = [], []
+    for prompt_ids, answers in batches:
+        reward_fn = RecordingReward("reverse_digits")
+        result = solution.grpo_step(
+            network, None, recorder, prompt_ids, answers, reward_fn, eos_ids, cfg, generator
+        )
+        rollout = rollout_fields(result[0], "grpo_step")
+        steps.append(
+            {
+                "completion_ids": rollout["completion_ids"],
+                "rewards": rollout["rewards"],
+                "reward_calls": reward_fn.calls,
+            }
+        )
+        means.append(float(torch.as_tensor(rollout["rewards"]).float().mean()))
+        if stop_above is not None and len(means) >= 3 and sum(means[-3:]) / 3 > stop_above:
+            break
+    return {"weights": weights(network), "steps": steps, "optimizer_steps": recorder.steps}
