@@ -23,17 +23,9 @@ BROWSER_PROBLEMS = [p for p in all_problems() if p.runs_in_browser]
 FIRST = BROWSER_PROBLEMS[0]
 
 
-@pytest.fixture(scope="module")
-def kit(tmp_path_factory):
-    """A copy of the kit laid out as the worker lays it out in Pyodide's file system.
-
-    One folder for the module, as the browser keeps one (/kit) for all its runs.
-    """
-    root = tmp_path_factory.mktemp("kit")
-    for relative, text in site.kit_files(FIRST).items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        (root / relative).write_text(text, encoding="utf-8")
-    return root
+@pytest.fixture
+def kit(browser_kit):
+    return browser_kit
 
 
 def test_browser_files_hold_no_answers():

@@ -5,7 +5,7 @@ found the code. The page itself is tested in tests/e2e/."""
 
 import pytest
 
-from grader import feedback, site
+from grader import feedback
 from grader.problems import all_problems
 from grader.webrun import run_problem
 
@@ -13,22 +13,14 @@ FIRST = next(p for p in all_problems() if p.runs_in_browser)
 NAME = FIRST.implement[0]
 
 
-@pytest.fixture(scope="module")
-def kit(tmp_path_factory):
-    """The kit laid out as the worker lays it out in Pyodide's file system."""
-    root = tmp_path_factory.mktemp("kit")
-    for relative, text in site.kit_files(FIRST).items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        (root / relative).write_text(text, encoding="utf-8")
-    return root
-
-
 @pytest.fixture
-def run(kit):
+def run(browser_kit):
+    """Runs the hidden tests on `code` as the browser's worker does."""
+
     def run_code(code: str) -> dict:
-        learner = kit / "problems" / FIRST.slug / f"{FIRST.slug}.py"
+        learner = browser_kit / "problems" / FIRST.slug / f"{FIRST.slug}.py"
         learner.write_text(code, encoding="utf-8")
-        return run_problem(str(kit), FIRST.slug, ["starter"], str(learner))
+        return run_problem(str(browser_kit), FIRST.slug, ["starter"], str(learner))
 
     return run_code
 

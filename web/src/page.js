@@ -20,20 +20,16 @@ const token = document.querySelector('meta[name="grpo-kit-token"]')?.content;
 const byId = (id) => document.querySelector(`[data-testid="${id}"]`);
 const main = document.querySelector("main.problem");
 
-setUpViewSwitch();
+const switches = document.querySelectorAll(".view-switch [data-view]");
+for (const button of switches) button.addEventListener("click", () => showView(button.dataset.view));
 const runnable = problem.runtime === "pyodide" || Boolean(token);
 if (runnable) setUpWorkbench();
 
-// Narrow screens show the statement or the code, one at a time.
-function setUpViewSwitch() {
-  const buttons = document.querySelectorAll(".view-switch [data-view]");
-  for (const button of buttons) {
-    button.addEventListener("click", () => {
-      main.dataset.view = button.dataset.view;
-      for (const other of buttons) other.setAttribute("aria-pressed", String(other === button));
-      scrollTo({ top: 0 });
-    });
-  }
+// Narrow screens show the "statement" or the "code", one at a time (wide ones show both).
+function showView(view) {
+  main.dataset.view = view;
+  for (const button of switches) button.setAttribute("aria-pressed", String(button.dataset.view === view));
+  if (switches[0]?.offsetParent) scrollTo({ top: 0 }); // the switch shows: a narrow screen
 }
 
 function setUpWorkbench() {
@@ -73,7 +69,7 @@ function setUpWorkbench() {
   // Save at once when the page goes away, so the last keystrokes survive a reload.
   addEventListener("pagehide", () => saveNow(getCode(editor)));
   const showLine = (line) => {
-    main.dataset.view = "code";
+    if (main.dataset.view !== "code") showView("code");
     goToLine(editor, line);
   };
 
