@@ -102,7 +102,9 @@ class LocalRuns:
             self._stopping = True
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(signal.SIGINT)  # pytest ends the session and reports
-        threading.Timer(STOP_GRACE_S, _kill, [process]).start()
+        fallback = threading.Timer(STOP_GRACE_S, _kill, [process])  # it ignored the SIGINT
+        fallback.daemon = True
+        fallback.start()
         return True
 
 
