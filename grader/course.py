@@ -177,6 +177,15 @@ def default_course(problems: list[Problem] | None = None) -> Course:
     return Course(tuple(problems if problems is not None else all_problems()))
 
 
+def course_for(path: Path | None, slugs: list[str] | None = None) -> Course:
+    """What the commands' `--course` and `--problems` ask for: the course file's problems (only
+    `slugs` among them, if given), or without a file every problem (or `slugs`)."""
+    if path is not None:
+        course = load_course(path)
+        return course.restricted(slugs) if slugs else course
+    return default_course([get_problem(s) for s in slugs] if slugs else None)
+
+
 def _close(word: str, choices) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""

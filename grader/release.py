@@ -27,23 +27,17 @@ from grader.course import Course
 from grader.mistakes import load_catalogue
 from grader.problems import KIT_ROOT, Problem
 from grader.provenance import tests_files
+from grader.site import RUNTIME_FILES
 
-# The kit's files a local run of the tests needs (the browser's list, plus the checker).
-RUNNER_FILES = (
-    "grader/__init__.py",
-    "grader/collect.py",
-    "grader/errors.py",
-    "grader/execution.py",
-    "grader/loader.py",
-    "grader/problems.py",
+# The kit's files a local run of the tests needs: the browser's, and the checker's instead of
+# the browser's runner (test support is copied whole, toy models included).
+RUNNER_FILES = tuple(
+    name for name in RUNTIME_FILES if name != "grader/webrun.py" and "/support/" not in name
+) + (
     "grader/runner.py",
-    "grader/sources.py",
-    "grader/values.py",
     "grader/serve.py",
     "grader/commands/__init__.py",
     "grader/commands/check.py",
-    "problems/__init__.py",
-    "problems/conftest.py",
 )
 MIN_SECRET_LINE = 24  # characters: shorter lines (return x, imports) say nothing
 CHECK = '''"""python check.py SLUG [FILE]: run one problem's tests against your file, a verdict per test."""

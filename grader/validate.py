@@ -46,7 +46,7 @@ class Check:
         )
 
 
-def test_functions(problem: Problem) -> list[str]:
+def hidden_test_functions(problem: Problem) -> list[str]:
     names = []
     for path in problem.test_files:
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -57,7 +57,7 @@ def test_functions(problem: Problem) -> list[str]:
 
 def input_check_problems(problem: Problem) -> list[str]:
     """Why the problem's input checks break rule 6 (empty: they do not)."""
-    functions = test_functions(problem)
+    functions = hidden_test_functions(problem)
     unlisted = [
         f for f in functions if INPUT_CHECK_WORDS.search(f) and not problem.is_input_check(f)
     ]

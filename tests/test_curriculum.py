@@ -7,14 +7,12 @@ input handling (errors raised, types, not modifying inputs) are listed as such i
 metadata and are worth at most a fifth of the problem's points.
 """
 
-import ast
-
 import pytest
 from local_verdicts import outcomes_by_impl
 
 from grader.mistakes import load_catalogue
-from grader.problems import MAX_INPUT_CHECK_SHARE, all_problems
-from grader.validate import INPUT_CHECK_WORDS, MIN_MISTAKES  # the rules `grpo-kit validate` states
+from grader.problems import all_problems
+from grader.validate import MIN_MISTAKES, input_check_problems  # `grpo-kit validate`'s rules
 
 PROBLEMS = all_problems()
 MISTAKES = [(p, m) for p in PROBLEMS for m in load_catalogue(p.dir)]
@@ -45,28 +43,9 @@ def test_catalogue_has_at_least_ten_mistakes(problem):
     assert len(load_catalogue(problem.dir)) >= MIN_MISTAKES
 
 
-def _test_functions(problem) -> list[str]:
-    names = []
-    for path in problem.test_files:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        names += [node.name for node in tree.body
-                  if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")]  # fmt: skip
-    return names
-
-
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.slug)
-def test_input_checks_are_worth_at_most_a_fifth(problem):
-    functions = _test_functions(problem)
-    unlisted = [
-        f for f in functions if INPUT_CHECK_WORDS.search(f) and not problem.is_input_check(f)
-    ]
-    assert not unlisted, f"list these input checks in {problem.slug}'s input_checks: {unlisted}"
-    total = sum(problem.function_points(f) for f in functions)
-    checks = sum(problem.function_points(f) for f in functions if problem.is_input_check(f))
-    assert total > 0
-    assert checks <= MAX_INPUT_CHECK_SHARE * total + 1e-9, (
-        f"input checks are worth {checks:g} of {total:g} points: at most a fifth is allowed"
-    )
+def test_input_checks_are_listed_and_worth_at_most_a_fifth(problem):
+    assert not input_check_problems(problem)
 
 
 @pytest.mark.parametrize(

@@ -19,9 +19,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from grader.course import CourseError, default_course, load_course
+    from grader.course import CourseError, course_for
     from grader.gradescope import build_autograder, needs_torch
-    from grader.problems import ProblemSpecError, UnknownProblemError, get_problem
+    from grader.problems import ProblemSpecError, UnknownProblemError
 
     if args.out.is_dir():
         print(f"error: {args.out} is a folder: give the zip to write, e.g. autograder.zip",
@@ -32,13 +32,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     try:
-        if args.course:
-            course = load_course(args.course)
-            if args.problems:
-                course = course.restricted(args.problems)
-        else:
-            problems = [get_problem(s) for s in args.problems] if args.problems else None
-            course = default_course(problems)
+        course = course_for(args.course, args.problems)
         names = build_autograder(course, args.out)
     except (CourseError, UnknownProblemError, ProblemSpecError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -81,12 +81,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="regrade every student, changed or not")  # fmt: skip
 
 
-def _problems(slugs: list[str] | None) -> list:
-    from grader.problems import all_problems, get_problem
-
-    return [get_problem(s) for s in slugs] if slugs else all_problems()
-
-
 def check_out(out: Path, submissions: Path) -> str | None:
     """Why --out cannot be used, or None."""
     if out.exists() and not out.is_dir():
@@ -162,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
 
     from grader import __version__
     from grader.batch import BatchOptions, grade_all, shard
-    from grader.course import CourseError, default_course, load_course
+    from grader.course import CourseError, course_for
     from grader.gradebook import write_gradebook
     from grader.layouts import LayoutError, read_download
     from grader.problems import ProblemSpecError, UnknownProblemError
@@ -175,12 +169,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
-        if args.course:
-            course = load_course(args.course)
-            if args.problems:
-                course = course.restricted(args.problems)
-        else:
-            course = default_course(_problems(args.problems))
+        course = course_for(args.course, args.problems)
         course = course.with_limits(call_s=args.time_limit, total_s=args.submission_time_limit,
                                     memory_mb=args.memory_limit)  # fmt: skip
         limits = course.limits

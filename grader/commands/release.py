@@ -22,18 +22,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from grader.course import CourseError, default_course, load_course
-    from grader.problems import ProblemSpecError, UnknownProblemError, get_problem
+    from grader.course import CourseError, course_for
+    from grader.problems import ProblemSpecError, UnknownProblemError
     from grader.release import ReleaseError, write_release
 
     try:
-        if args.course:
-            course = load_course(args.course)
-            if args.problems:
-                course = course.restricted(args.problems)
-        else:
-            problems = [get_problem(s) for s in args.problems] if args.problems else None
-            course = default_course(problems)
+        course = course_for(args.course, args.problems)
         files = write_release(course, args.out, args.tests, not args.no_site)
     except (CourseError, ReleaseError, UnknownProblemError, ProblemSpecError) as exc:
         print(f"error: {exc}", file=sys.stderr)
