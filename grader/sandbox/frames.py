@@ -146,11 +146,12 @@ class Reader:
         """Send `message` on `fd` (non-blocking), still draining output, within `deadline`."""
         data = memoryview(pack(message))
         while data:
-            self._wait(deadline, write_fd=fd)
-            try:
+            if time.monotonic() > deadline:
+                raise Late
+            try:  # a pipe usually has room: write first, wait only when it is full
                 data = data[os.write(fd, data) :]
             except BlockingIOError:
-                continue
+                self._wait(deadline, write_fd=fd)
             except BrokenPipeError:
                 raise Closed("the process closed its pipe") from None
 
