@@ -19,7 +19,7 @@ from reference.gsm8k import (  # noqa: E402
     REWARD_FUNCS,
     final_answer,
     load_gsm8k,
-    read_jsonl,
+    read_rows,
 )
 from reference.trainer import Trainer  # noqa: E402
 
@@ -173,13 +173,19 @@ def test_gsm8k_answers_and_data_errors(tmp_path):
     assert final_answer(42) == "42"
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q", "answer": "4"}\n{"question": "q"}\n')
-    with pytest.raises(ValueError, match="line 2"):
-        read_jsonl(bad)
+    with pytest.raises(ValueError, match="row 2"):
+        read_rows(bad)
     bad.write_text('{"question": "q", "answer": "4"}\n{"question": "q", "answer": "#### many"}\n')
-    with pytest.raises(ValueError, match="line 2.*does not end in a number"):
-        read_jsonl(bad)
+    with pytest.raises(ValueError, match="row 2.*does not end in a number"):
+        read_rows(bad)
+    bad.write_text('{"question": "q", "answer": "4"}\n{"question": \n')
+    with pytest.raises(ValueError, match="could not be read as json"):
+        read_rows(bad)
     with pytest.raises(FileNotFoundError, match="JSONL"):
-        read_jsonl(tmp_path / "missing.jsonl")
+        read_rows(tmp_path / "missing.jsonl")
+    (tmp_path / "data.xml").write_text("<questions/>")
+    with pytest.raises(ValueError, match="unknown data format"):
+        read_rows(tmp_path / "data.xml")
 
 
 def test_cli_trains_gsm8k_and_saves_the_model(files, tmp_path, capsys):

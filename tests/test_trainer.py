@@ -10,7 +10,7 @@ from reference.gpt import GPT, GPTConfig
 from reference.grpo_config import GRPOConfig
 from reference.grpo_trainer import completion_logps, generate_rollout, optimize
 from reference.tasks import ReverseDigits, get_task
-from reference.trainer import GRPO, Trainer, text_reward
+from reference.trainer import GRPO, Trainer, task_reward, text_reward
 
 TASK = ReverseDigits()
 EOS = TASK.tokenizer.eos_id
@@ -32,7 +32,7 @@ def params(model):
 def a_rollout(policy, **overrides):
     config = GRPOConfig(max_completion_length=5, num_generations=4, **overrides)
     prompt_ids, answers = TASK.sample(6, torch.Generator().manual_seed(0))
-    reward = text_reward(TASK.tokenizer.decode_batch, [TASK.reward])
+    reward = text_reward(TASK.tokenizer.decode_batch, [task_reward(TASK)])
     rollout = generate_rollout(policy, None, prompt_ids, answers, reward, EOS, config,
                                torch.Generator().manual_seed(1))  # fmt: skip
     return rollout, config
