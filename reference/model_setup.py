@@ -49,13 +49,16 @@ def enable_gradient_checkpointing(model: nn.Module) -> None:
     input that requires a gradient, which a LoRA model's frozen embeddings do not give.
     """
     inner = _transformers_model(model)
-    enable = getattr(inner, "gradient_checkpointing_enable", None)
-    if enable is None:
+    kwargs = {"use_reentrant": False}
+    if hasattr(inner, "activation_checkpointing_enable"):  # transformers 5's name
+        inner.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    elif hasattr(inner, "gradient_checkpointing_enable"):
+        inner.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    else:
         raise ValueError(
             "gradient_checkpointing needs a transformers model (its layers implement it); "
-            f"{type(inner).__name__} has no gradient_checkpointing_enable"
+            f"{type(inner).__name__} has neither activation_ nor gradient_checkpointing_enable"
         )
-    enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 class Float32Linear(nn.Linear):

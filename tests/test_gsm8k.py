@@ -10,6 +10,7 @@ import torch
 transformers = pytest.importorskip(
     "transformers", reason="the GSM8K pipeline needs transformers: pip install -e '.[hf]'"
 )
+pytest.importorskip("datasets", reason="the GSM8K pipeline reads data with datasets: '.[hf]'")
 
 from reference.grpo_config import GRPOConfig  # noqa: E402
 from reference.grpo_trainer import completion_logps, generate_rollout  # noqa: E402

@@ -136,7 +136,8 @@ def build_task(args: argparse.Namespace, options: dict) -> tuple:
             raise ValueError("--use-peft trains a transformers model: use it with --task gsm8k")
         from reference.tasks import get_task
 
-        return get_task(args.task), None, None, {}
+        task = get_task(args.task)
+        return task, None, None, dict(task.config_defaults)
     if not (args.model and args.data):
         raise ValueError("--task gsm8k needs --model DIR (a model saved with save_pretrained) "
                          'and --data FILE.jsonl (one {"question", "answer"} object a line)')  # fmt: skip
