@@ -203,3 +203,20 @@ def test_cli_trains_gsm8k_and_saves_the_model(files, tmp_path, capsys):
     assert (out / "model" / "config.json").is_file() and (out / "training.png").is_file()
     assert main(["train", "--task", "gsm8k", "--data", str(data)]) == 2
     assert "needs --model" in capsys.readouterr().err
+
+
+def test_cli_trains_lora_adapters_with_gradient_checkpointing(files, tmp_path, capsys):
+    pytest.importorskip("peft", reason="LoRA needs peft: pip install -e '.[lora]'")
+    from grader.cli import main
+
+    model_dir, data = files
+    out = tmp_path / "lora"
+    code = main(["train", "--task", "gsm8k", "--model", str(model_dir), "--data", str(data),
+                 "--output-dir", str(out), "--max-steps", "2", "--prompts-per-step", "2",
+                 "--num-generations", "2", "--max-completion-length", "6", "--device", "cpu",
+                 "--use-peft", "--lora-r", "4", "--gradient-checkpointing", "--eval-size", "2",
+                 "--beta", "0.04"])  # fmt: skip
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "trained) on cpu" in printed and "LoRA adapter" in printed
+    assert (out / "model" / "adapter_config.json").is_file()
