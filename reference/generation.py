@@ -46,11 +46,15 @@ def bare_model(model: torch.nn.Module) -> torch.nn.Module:
     return getattr(model, "_orig_mod", model)
 
 
+def inner_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The model itself, behind DDP, torch.compile and PEFT wrappers."""
+    model = bare_model(model)
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def supports_static_cache(model: torch.nn.Module) -> bool:
     """The kit's GPT, and transformers models that can run on a StaticCache."""
-    model = bare_model(model)
-    if hasattr(model, "get_base_model"):  # PEFT: the transformers model inside
-        model = model.get_base_model()
+    model = inner_model(model)
     return isinstance(model, GPT) or bool(getattr(model, "_can_compile_fullgraph", False))
 
 
@@ -231,11 +235,12 @@ class StaticCacheSampler:
 
     def _cache(self, rows: int, length: int, prefill, rows_of: torch.Tensor, P: int):
         """The static cache for (rows, length), allocated once, holding each row's prompt."""
-        if isinstance(self.model, GPT):
+        gpt = inner_model(self.model)
+        if isinstance(gpt, GPT):
             keys = prefill[0][0]  # (B, n_head, P, head_dim)
             cache = self.caches.get((rows, length))
             if cache is None:
-                cache = StaticKVCache(self.model.config, rows, length, keys.dtype, keys.device)
+                cache = StaticKVCache(gpt.config, rows, length, keys.dtype, keys.device)
                 self.caches[(rows, length)] = cache
                 self._mark_static(cache.keys, cache.values, cache.length)
             for layer, (k, v) in enumerate(prefill):
