@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import statistics
 import sys
 import tempfile
@@ -200,7 +201,8 @@ def run_trl(model, task: Task, s: Settings, workdir: Path) -> Result:
         """Wall-clock time of each optimizer update (TRL's own step_time leaves parts out)."""
 
         def __init__(self):
-            self.stamps = []
+            self.stamps, self.generated = [], []  # time, and time spent generating, so far
+            self.generations: _timed | None = None
             self.bar = tqdm(
                 total=s.steps * s.num_iterations, desc="TRL", unit="update", leave=False
             )
@@ -208,6 +210,7 @@ def run_trl(model, task: Task, s: Settings, workdir: Path) -> Result:
         def on_step_end(self, args, state, control, **kwargs):
             _synchronize(s.device)
             self.stamps.append(time.perf_counter())
+            self.generated.append(self.generations.total if self.generations else 0.0)
             self.bar.update(1)
 
     cuda = s.device.startswith("cuda")
@@ -235,6 +238,7 @@ def run_trl(model, task: Task, s: Settings, workdir: Path) -> Result:
     for noisy in (PrinterCallback, ProgressCallback):  # it prints every step's logs
         trainer.remove_callback(noisy)
     generations = _timed(model, "generate", s.device)  # transformers' generate, timed
+    clock.generations = generations
     _reset_memory(s.device)
     start = time.perf_counter()
     trainer.train()
@@ -249,9 +253,11 @@ def run_trl(model, task: Task, s: Settings, workdir: Path) -> Result:
     step_tokens = [round(row["completions/mean_length"] * rows) for row in logged]
     result = Result("TRL", seconds, step_seconds, [row["reward"] for row in logged],
                     sum(step_tokens), step_tokens=step_tokens)  # fmt: skip
-    result.generation_seconds = generations.calls[: len(step_seconds)]
+    generated = clock.generated[s.num_iterations - 1 :: s.num_iterations]
+    result.generation_seconds = [b - a for a, b in zip([0.0, *generated[:-1]], generated,
+                                                       strict=True)]  # fmt: skip
     result.update_seconds = [t - g for t, g in zip(step_seconds, result.generation_seconds,
-                                                   strict=False)]  # fmt: skip
+                                                   strict=True)]  # fmt: skip
     result.peak_memory = _peak_memory(s.device)
     return result
 
@@ -260,7 +266,7 @@ class _timed:
     """Times every call of owner.name (a module function or a model's method) until restore()."""
 
     def __init__(self, owner, name: str, device: str):
-        self.owner, self.name, self.calls = owner, name, []
+        self.owner, self.name, self.calls, self.total = owner, name, [], 0.0
         self.original = getattr(owner, name)
         had_own = name in vars(owner)
 
@@ -270,6 +276,7 @@ class _timed:
             out = self.original(*args, **kwargs)
             _synchronize(device)
             self.calls.append(time.perf_counter() - start)
+            self.total += self.calls[-1]
             return out
 
         self.had_own = had_own
@@ -288,6 +295,9 @@ class _timed:
 
 
 def _reset_memory(device: str) -> None:
+    """Free what an earlier run left (its compiled graphs hold on to its model), then count."""
+    gc.collect()
+    torch._dynamo.reset()
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
