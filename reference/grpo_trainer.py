@@ -70,7 +70,9 @@ def completion_logits(
     left out. Consecutive rows with the same prompt (a group) share it: a model that takes a
     KV cache reads each prompt once, and its keys and values serve every completion of the
     group (the gradients of the copies add up in the backward pass). With G completions per
-    prompt this about halves the work when prompts are as long as completions.
+    prompt this about halves the work when prompts are as long as completions. A second pass
+    has costs of its own (every weight's gradient is summed from two), so a prompt too short
+    to spare a tenth of the tokens is read with the rest.
     """
     P, T = prompt_length, input_ids.shape[1]
     L = T - P
@@ -96,7 +98,8 @@ def completion_logits(
     _, group_of_row, group_sizes = torch.unique_consecutive(
         prompts, dim=0, return_inverse=True, return_counts=True
     )  # (N,) and (n_groups,)
-    repeated = len(group_sizes) < len(prompts) and P < T - 1  # and a token after the prompt
+    spared = (len(prompts) - len(group_sizes)) * P  # prompt tokens a shared cache spares
+    repeated = 10 * spared >= len(prompts) * (T - 1) and P < T - 1  # and a token after it
     if not (repeated and accepts_kv_cache(getattr(model, "module", model))):
         return every_row_alone()
 

@@ -391,3 +391,16 @@ def test_cli_threads_option(tmp_path, capsys):
     assert code == 0
     assert "1 CPU thread(s)" in capsys.readouterr().out
     assert main(["train", "--threads", "0", "--output-dir", str(tmp_path)]) == 2
+
+
+def test_a_prompt_too_short_to_spare_a_tenth_of_the_tokens_is_read_with_the_rest():
+    model = GPT(GPTConfig(vocab_size=TASK.tokenizer.vocab_size, block_size=40))
+    G, P, L = 4, 2, 30  # sharing would spare 1.5 of the 31 tokens each row reads
+    prompts = torch.randint(2, 14, (2, P), generator=torch.Generator().manual_seed(0))
+    completions = torch.randint(2, 14, (2 * G, L), generator=torch.Generator().manual_seed(1))
+    input_ids = torch.cat([prompts.repeat_interleave(G, 0), completions], dim=1)
+    calls = []
+    hook = model.register_forward_pre_hook(lambda _, args: calls.append(args[0].shape))
+    completion_logps(model, input_ids, P, GRPOConfig(max_completion_length=L))
+    hook.remove()
+    assert calls == [torch.Size([2 * G, P + L - 1])]
