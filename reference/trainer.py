@@ -85,8 +85,10 @@ def text_reward(
             columns["prompts"] = [p for p in prompts for _ in range(group)]
         total = torch.zeros(len(completions))
         for weight, func in zip(weights, reward_funcs, strict=True):
-            scores = func(completions=completions, completion_ids=completion_ids.tolist(),
-                          **columns)  # fmt: skip
+            kwargs = {"completions": completions, "completion_ids": completion_ids.tolist(),
+                      **columns}  # fmt: skip
+            _check_reward_signature(func, kwargs)
+            scores = func(**kwargs)
             scores = torch.as_tensor([float(x) for x in scores], dtype=torch.float32)
             if scores.shape != total.shape:
                 raise ValueError(f"reward function {_name(func)} returned {len(scores)} "
@@ -97,6 +99,22 @@ def text_reward(
         return total
 
     return reward_fn
+
+
+def _check_reward_signature(func: Callable, kwargs: dict) -> None:
+    """A clear error for a reward function that cannot take TRL's keyword arguments."""
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # a builtin or C function: let the call decide
+        return
+    try:
+        signature.bind(**kwargs)
+    except TypeError as exc:
+        raise TypeError(
+            f"reward function {_name(func)} cannot be called as TRL calls reward functions, "
+            f"with the keyword arguments {', '.join(kwargs)} ({exc}): name the ones it uses "
+            "and end its parameters with **kwargs"
+        ) from None
 
 
 def _columns(answers: list) -> dict[str, list]:

@@ -404,3 +404,13 @@ def test_a_prompt_too_short_to_spare_a_tenth_of_the_tokens_is_read_with_the_rest
     completion_logps(model, input_ids, P, GRPOConfig(max_completion_length=L))
     hook.remove()
     assert calls == [torch.Size([2 * G, P + L - 1])]
+
+
+def test_a_reward_function_with_the_old_signature_gets_a_clear_error(tmp_path):
+    def old_style(completions, answers):
+        return [0.0] * len(completions)
+
+    trainer = Trainer(small_config(tmp_path), TASK, reward_funcs=[old_style], device="cpu",
+                      show_progress=False)  # fmt: skip
+    with pytest.raises(TypeError, match="old_style cannot be called as TRL calls.*\\*\\*kwargs"):
+        trainer.train_step()
