@@ -17,6 +17,8 @@ import torch
 LOSS_TYPES = {"grpo": "sequence", "dapo": "token", "dr_grpo": "constant"}
 SCALE_REWARDS = ("group", "none")
 LR_SCHEDULERS = ("constant", "linear", "cosine")
+CACHE_IMPLEMENTATIONS = ("static", "dynamic")
+REPORT_TO = ("none", "tensorboard")
 
 
 @dataclass
@@ -36,6 +38,14 @@ class GRPOConfig:
     mask_truncated_completions: bool = False
     reward_weights: list[float] | None = None  # one per reward function; None: all 1
     num_iterations: int = 4  # updates per generated batch (TRL's default is 1)
+    # The model.
+    disable_dropout: bool = True  # dropout off, so every pass agrees (TRL's default is False)
+    gradient_checkpointing: bool = False  # recompute activations in backward (transformers)
+    cast_lm_head_to_fp32: bool = False  # the output layer in float32 under bf16 autocast
+    # Generation.
+    cache_implementation: str | None = None  # "static", "dynamic"; None: static if supported
+    compile_generation: bool | None = None  # kit-only: CUDA-graph the decoding step; None: on CUDA
+    stop_check_interval: int = 8  # kit-only: tokens between two checks that all completions ended
     # Optimization.
     learning_rate: float = 3e-3
     weight_decay: float = 0.0
@@ -52,11 +62,16 @@ class GRPOConfig:
     bf16: bool | None = None  # None: bf16 autocast on CUDA, float32 elsewhere
     output_dir: str = "runs/grpo"
     save_steps: int = 50  # 0: checkpoint only at the end
-    eval_size: int = 200  # kit-only: held-out inputs for the final greedy evaluation
+    eval_size: int = 200  # kit-only: held-out inputs for the greedy evaluations
+    eval_steps: int = 20  # greedy evaluation every eval_steps steps, at the start and end; 0: off
+    logging_steps: int = 10  # print (and log) sampled completions every logging_steps steps
+    log_completions: bool = True
+    num_completions_to_print: int = 2
+    report_to: str = "none"  # "tensorboard": also write TensorBoard logs to output_dir/tensorboard
 
     def __post_init__(self) -> None:
         positive = ("num_generations", "num_iterations", "max_steps", "prompts_per_step",
-                    "gradient_accumulation_steps")  # fmt: skip
+                    "gradient_accumulation_steps", "stop_check_interval", "logging_steps")  # fmt: skip
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -73,6 +88,15 @@ class GRPOConfig:
                 f"lr_scheduler_type must be one of {list(LR_SCHEDULERS)}, "
                 f"not {self.lr_scheduler_type!r}"
             )
+        if self.cache_implementation not in (None, *CACHE_IMPLEMENTATIONS):
+            raise ValueError(
+                f"cache_implementation must be one of {list(CACHE_IMPLEMENTATIONS)} or None, "
+                f"not {self.cache_implementation!r}"
+            )
+        if self.report_to not in REPORT_TO:
+            raise ValueError(f"report_to must be one of {list(REPORT_TO)}, not {self.report_to!r}")
+        if self.eval_steps < 0 or self.num_completions_to_print < 0:
+            raise ValueError("eval_steps and num_completions_to_print must be >= 0")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
         if self.beta < 0 or self.epsilon < 0:
@@ -86,10 +110,12 @@ class GRPOConfig:
     def scale_by_std(self) -> bool:
         return self.scale_rewards == "group"
 
+    def uses_bf16(self, device: torch.device) -> bool:
+        return self.bf16 if self.bf16 is not None else device.type == "cuda"
+
     def autocast(self, device: torch.device) -> contextlib.AbstractContextManager:
         """bf16 autocast for forward passes on CUDA (or when bf16 is asked for); else nothing."""
-        use_bf16 = self.bf16 if self.bf16 is not None else device.type == "cuda"
-        if not use_bf16:
+        if not self.uses_bf16(device):
             return contextlib.nullcontext()
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 

@@ -21,23 +21,26 @@ from collections.abc import Callable, Sequence
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from reference.completion_mask import completion_mask, truncated_rows
 from reference.group_advantages import group_advantages
 from reference.grpo_config import GRPOConfig, Rollout
 from reference.grpo_loss_torch import grpo_loss
+from reference.logprob_chunks import chunked_token_logprobs
 from reference.masked_token_loss import loss_denominator
 from reference.sample_group import (
+    SampledGroup,
+    _forward_parameters,
     accepts_kv_cache,
     position_ids,
     sample_group,
     select_cache_rows,
 )
-from reference.token_logprobs import token_logprobs
 
 # reward_fn(completion_ids (N, L), answers: one per row) -> N rewards
 RewardFn = Callable[[torch.Tensor, list], Sequence[float] | torch.Tensor]
+# A sampler called as sample_group is, e.g. reference.generation.StaticCacheSampler.
+SampleFn = Callable[..., SampledGroup]
 
 
 def completion_logps(
@@ -50,10 +53,9 @@ def completion_logps(
     """(N, L) log-probs of the completion tokens, from logits divided by the temperature."""
     with config.autocast(input_ids.device):
         logits = completion_logits(model, input_ids, prompt_length, attention_mask)  # (N, L, V)
-    # A zero row stands in for the logits at the last token, which token_logprobs would drop
-    # anyway. float32 whatever the autocast dtype: ratios of bf16 log-probs are far too coarse.
-    window = F.pad(logits.float(), (0, 0, 0, 1))  # (N, L + 1, V) from the last prompt token on
-    return token_logprobs(window, input_ids[:, prompt_length - 1 :], 1, config.temperature)
+    # float32 whatever the autocast dtype (ratios of bf16 log-probs are far too coarse), computed
+    # by token_logprobs a few rows at a time so that no float32 copy of all the logits is kept.
+    return chunked_token_logprobs(logits, input_ids[:, prompt_length - 1 :], config.temperature)
 
 
 def completion_logits(
@@ -68,32 +70,45 @@ def completion_logits(
     left out. Consecutive rows with the same prompt (a group) share it: a model that takes a
     KV cache reads each prompt once, and its keys and values serve every completion of the
     group (the gradients of the copies add up in the backward pass). With G completions per
-    prompt this about halves the work when prompts are as long as completions.
+    prompt this about halves the work when prompts are as long as completions. A second pass
+    has costs of its own (every weight's gradient is summed from two), so a prompt too short
+    to spare a tenth of the tokens is read with the rest.
     """
     P, T = prompt_length, input_ids.shape[1]
+    L = T - P
     padded = attention_mask is not None
     mask = attention_mask if padded else torch.ones_like(input_ids)
     # Positions as when sampling, counting real tokens only, for a model that takes them.
     positions = position_ids(model, mask) if padded else None
+    # Logits only where they are used, from a model that can skip the others (transformers').
+    keeps_logits = "logits_to_keep" in _forward_parameters(model)
 
-    def run(rows, start: int, end: int, **cache):
-        """The model on tokens start .. end - 1 of `rows`, the tokens before them cached."""
+    def run(rows, start: int, end: int, keep: int, **cache):
+        """The model on tokens start .. end - 1 of `rows`, the tokens before them cached;
+        the logits of the last `keep` positions at least (0: of every position)."""
         extra = {} if positions is None else {"position_ids": positions[rows, start:end]}
+        if keeps_logits:
+            extra["logits_to_keep"] = keep
         return model(input_ids[rows, start:end], attention_mask=mask[rows, :end], **extra, **cache)
 
-    every_row = slice(None)
+    def every_row_alone() -> torch.Tensor:
+        return _logits(run(slice(None), 0, T - 1, keep=L))[:, -L:]  # (N, L, V)
+
     prompts = torch.cat([input_ids[:, :P], mask[:, :P]], dim=1)  # (N, 2P) tokens and padding
     _, group_of_row, group_sizes = torch.unique_consecutive(
         prompts, dim=0, return_inverse=True, return_counts=True
     )  # (N,) and (n_groups,)
-    repeated = len(group_sizes) < len(prompts) and P < T - 1  # and a token after the prompt
+    spared = (len(prompts) - len(group_sizes)) * P  # prompt tokens a shared cache spares
+    repeated = 10 * spared >= len(prompts) * (T - 1) and P < T - 1  # and a token after it
     if not (repeated and accepts_kv_cache(getattr(model, "module", model))):
-        return _logits(run(every_row, 0, T - 1))[:, P - 1 :]  # (N, L, V)
+        return every_row_alone()
 
     first_rows = torch.cumsum(group_sizes, dim=0) - group_sizes  # (n_groups,)
-    prompt_output = run(first_rows, 0, P, use_cache=True)  # logits (n_groups, P, V)
+    prompt_output = run(first_rows, 0, P, keep=1, use_cache=True)  # logits (n_groups, 1+, V)
+    if prompt_output.past_key_values is None:  # no cache after all (gradient checkpointing)
+        return every_row_alone()
     past = select_cache_rows(prompt_output.past_key_values, group_of_row)  # each row's prompt
-    output = run(every_row, P, T - 1, past_key_values=past, use_cache=True)  # (N, L - 1, V)
+    output = run(slice(None), P, T - 1, keep=0, past_key_values=past, use_cache=True)
     last_prompt_logits = _logits(prompt_output)[group_of_row, -1:]  # (N, 1, V)
     return torch.cat([last_prompt_logits, _logits(output)], dim=1)  # (N, L, V)
 
@@ -113,6 +128,7 @@ def generate_rollout(
     config: GRPOConfig,
     generator: torch.Generator | None = None,
     prompt_mask: torch.Tensor | None = None,  # (B, P) left-padded prompts: 1 = real token
+    sample_fn: SampleFn | None = None,  # None: sample_group
 ) -> Rollout:
     if config.max_completion_length is None:
         raise ValueError("config.max_completion_length is None: set it to the longest completion")
@@ -121,8 +137,9 @@ def generate_rollout(
     prompt_ids = prompt_ids.to(device)
     # Sample with the bare model: a DistributedDataParallel wrapper hides the KV-cache arguments.
     sampler = getattr(policy, "module", policy)
+    sample = sample_fn or sample_group
     with config.autocast(device):
-        group = sample_group(
+        group = sample(
             sampler, prompt_ids, G, config.max_completion_length, eos_ids,
             temperature=config.temperature, top_k=config.top_k, top_p=config.top_p,
             generator=generator, prompt_mask=prompt_mask,
@@ -251,9 +268,11 @@ def grpo_step(
     generator: torch.Generator | None = None,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     prompt_mask: torch.Tensor | None = None,
+    sample_fn: SampleFn | None = None,
 ) -> tuple[Rollout, dict]:
     """One GRPO step: sample and score a group per prompt, then update the policy."""
     rollout = generate_rollout(
-        policy, ref_model, prompt_ids, answers, reward_fn, eos_ids, config, generator, prompt_mask
-    )
+        policy, ref_model, prompt_ids, answers, reward_fn, eos_ids, config, generator, prompt_mask,
+        sample_fn,
+    )  # fmt: skip
     return rollout, optimize(policy, optimizer, rollout, config, scheduler)

@@ -75,6 +75,12 @@ def _check_arguments(prompt_ids, num_generations, max_new_tokens, temperature, t
 
 
 def _forward_parameters(model) -> set[str]:
+    # Wrappers take *args, **kwargs and hide the model's own arguments: look behind
+    # DistributedDataParallel, torch.compile and PEFT (LoRA).
+    model = getattr(model, "module", model)
+    model = getattr(model, "_orig_mod", model)
+    if hasattr(model, "get_base_model"):
+        model = model.get_base_model()
     try:
         return set(inspect.signature(model.forward).parameters)
     except (AttributeError, TypeError, ValueError):

@@ -1,5 +1,6 @@
 """Tasks generated on the spot, so the trainer needs no download: a character tokenizer,
-digit reversal with a dense reward (the default) and two-digit addition (harder).
+digit reversal with a dense reward (the default) and two-digit addition (harder, written
+least significant digit first).
 
 A task turns an integer input into a (prompt, answer) pair of strings. Inputs are split once,
 by a fixed permutation, into a training set and a held-out evaluation set.
@@ -88,6 +89,8 @@ class Task:
     max_completion_length: int  # longest answer + 1 for EOS
     eval_size: int = 500  # held-out inputs, never used for training
     tokenizer: CharTokenizer = field(default_factory=lambda: CharTokenizer("0123456789+="))
+    # GRPOConfig settings the task needs beyond the defaults (the CLI applies them).
+    config_defaults: dict = field(default_factory=dict)
 
     def render(self, n: int) -> tuple[str, str]:
         raise NotImplementedError
@@ -131,16 +134,28 @@ class ReverseDigits(Task):
 
 @dataclass
 class TwoDigitAddition(Task):
-    """'12+34=' -> '46'. Harder: carries have to be discovered from reward alone."""
+    """'12+34=' -> '640': the sum backwards, least significant digit first, always 3 digits.
+
+    Harder than reversal: each digit is a sum mod 10 of two prompt digits, plus the carry of
+    the digit before it. Written backwards, that digit has already been generated when the
+    carry is needed, as when adding by hand; written the usual way (most significant first)
+    the first digit needs every carry at once, and a small GPT trained from reward alone
+    stays near 0.03 exact match after 400 steps. Fixed width lets the dense reward compare
+    digit by digit. It needs larger groups than reversal (G = 16) and more steps.
+    """
 
     name: str = "addition"
     num_inputs: int = 10_000
     prompt_length: int = 6
     max_completion_length: int = 4
+    config_defaults: dict = field(default_factory=lambda: {
+        "num_generations": 16, "max_steps": 1500, "lr_scheduler_type": "cosine",
+        "eval_steps": 100,
+    })  # fmt: skip
 
     def render(self, n: int) -> tuple[str, str]:
         a, b = divmod(n, 100)
-        return f"{a:02d}+{b:02d}=", str(a + b)
+        return f"{a:02d}+{b:02d}=", f"{a + b:03d}"[::-1]
 
 
 TASKS = {"reverse": ReverseDigits, "addition": TwoDigitAddition}

@@ -10,6 +10,7 @@ import torch
 transformers = pytest.importorskip(
     "transformers", reason="the GSM8K pipeline needs transformers: pip install -e '.[hf]'"
 )
+pytest.importorskip("datasets", reason="the GSM8K pipeline reads data with datasets: '.[hf]'")
 
 from reference.grpo_config import GRPOConfig  # noqa: E402
 from reference.grpo_trainer import completion_logps, generate_rollout  # noqa: E402
@@ -19,7 +20,7 @@ from reference.gsm8k import (  # noqa: E402
     REWARD_FUNCS,
     final_answer,
     load_gsm8k,
-    read_jsonl,
+    read_rows,
 )
 from reference.trainer import Trainer  # noqa: E402
 
@@ -173,13 +174,19 @@ def test_gsm8k_answers_and_data_errors(tmp_path):
     assert final_answer(42) == "42"
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q", "answer": "4"}\n{"question": "q"}\n')
-    with pytest.raises(ValueError, match="line 2"):
-        read_jsonl(bad)
+    with pytest.raises(ValueError, match="row 2"):
+        read_rows(bad)
     bad.write_text('{"question": "q", "answer": "4"}\n{"question": "q", "answer": "#### many"}\n')
-    with pytest.raises(ValueError, match="line 2.*does not end in a number"):
-        read_jsonl(bad)
+    with pytest.raises(ValueError, match="row 2.*does not end in a number"):
+        read_rows(bad)
+    bad.write_text('{"question": "q", "answer": "4"}\n{"question": \n')
+    with pytest.raises(ValueError, match="could not be read as json"):
+        read_rows(bad)
     with pytest.raises(FileNotFoundError, match="JSONL"):
-        read_jsonl(tmp_path / "missing.jsonl")
+        read_rows(tmp_path / "missing.jsonl")
+    (tmp_path / "data.xml").write_text("<questions/>")
+    with pytest.raises(ValueError, match="unknown data format"):
+        read_rows(tmp_path / "data.xml")
 
 
 def test_cli_trains_gsm8k_and_saves_the_model(files, tmp_path, capsys):
@@ -196,3 +203,20 @@ def test_cli_trains_gsm8k_and_saves_the_model(files, tmp_path, capsys):
     assert (out / "model" / "config.json").is_file() and (out / "training.png").is_file()
     assert main(["train", "--task", "gsm8k", "--data", str(data)]) == 2
     assert "needs --model" in capsys.readouterr().err
+
+
+def test_cli_trains_lora_adapters_with_gradient_checkpointing(files, tmp_path, capsys):
+    pytest.importorskip("peft", reason="LoRA needs peft: pip install -e '.[lora]'")
+    from grader.cli import main
+
+    model_dir, data = files
+    out = tmp_path / "lora"
+    code = main(["train", "--task", "gsm8k", "--model", str(model_dir), "--data", str(data),
+                 "--output-dir", str(out), "--max-steps", "2", "--prompts-per-step", "2",
+                 "--num-generations", "2", "--max-completion-length", "6", "--device", "cpu",
+                 "--use-peft", "--lora-r", "4", "--gradient-checkpointing", "--eval-size", "2",
+                 "--beta", "0.04"])  # fmt: skip
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "trained) on cpu" in printed and "LoRA adapter" in printed
+    assert (out / "model" / "adapter_config.json").is_file()

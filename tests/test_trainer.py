@@ -10,7 +10,7 @@ from reference.gpt import GPT, GPTConfig
 from reference.grpo_config import GRPOConfig
 from reference.grpo_trainer import completion_logps, generate_rollout, optimize
 from reference.tasks import ReverseDigits, get_task
-from reference.trainer import GRPO, Trainer, text_reward
+from reference.trainer import GRPO, Trainer, task_reward, text_reward
 
 TASK = ReverseDigits()
 EOS = TASK.tokenizer.eos_id
@@ -32,7 +32,7 @@ def params(model):
 def a_rollout(policy, **overrides):
     config = GRPOConfig(max_completion_length=5, num_generations=4, **overrides)
     prompt_ids, answers = TASK.sample(6, torch.Generator().manual_seed(0))
-    reward = text_reward(TASK.tokenizer.decode_batch, [TASK.reward])
+    reward = text_reward(TASK.tokenizer.decode_batch, [task_reward(TASK)])
     rollout = generate_rollout(policy, None, prompt_ids, answers, reward, EOS, config,
                                torch.Generator().manual_seed(1))  # fmt: skip
     return rollout, config
@@ -307,3 +307,110 @@ def test_trainer_runs_any_step_module(tmp_path):
     trainer.train()
     assert calls == [torch.Size([8, TASK.prompt_length])] * 2
     assert len(trainer.metrics_path.read_text().splitlines()) == 2
+
+
+def test_completions_and_evaluations_are_logged_as_training_goes(tmp_path, capsys):
+    config = small_config(tmp_path, max_steps=4, logging_steps=2, eval_steps=2,
+                          num_completions_to_print=3)  # fmt: skip
+    trainer = Trainer(config, TASK, device="cpu")
+    trainer.train()
+    rows = [json.loads(line) for line in trainer.metrics_path.read_text().splitlines()]
+    assert [("completions" in row, "eval/exact_match" in row) for row in rows] == [
+        (False, False), (True, True), (False, False), (True, True)
+    ]
+    sample = rows[1]["completions"]
+    assert len(sample) == 3 and {"prompt", "completion", "reward"} <= set(sample[0])
+    assert sample[0]["prompt"].endswith("=")
+    assert trainer.start_evaluation is not None  # step 0, the "before" of the report
+    captured = capsys.readouterr()
+    printed = captured.out + captured.err
+    assert "step 0 greedy evaluation" in printed and "step 2 reward" in printed
+    assert all(row["tokens_per_second"] > 0 for row in rows)
+
+
+def test_entropy_is_the_tempered_distributions_not_a_one_sample_estimate(tmp_path):
+    config = small_config(tmp_path, temperature=0.7, top_k=3)
+    trainer = Trainer(config, TASK, device="cpu", show_progress=False)
+    metrics = trainer.train_step()
+    # The uniform 14-token distribution of an untrained model: entropy near log(14) = 2.64,
+    # while the sampled tokens, from the top 3 only, would estimate at most log(3) = 1.10.
+    assert metrics["entropy"] > 2.0, metrics["entropy"]
+
+
+def test_reward_functions_get_prompts_completions_and_columns_as_trl_passes_them(tmp_path):
+    seen = {}
+
+    def reward(prompts, completions, completion_ids, answer, **kwargs):
+        seen.update(prompts=prompts, completions=completions, answer=answer, extra=kwargs)
+        return [float(c == a) for c, a in zip(completions, answer, strict=True)]
+
+    config = small_config(tmp_path, prompts_per_step=2, num_generations=3)
+    trainer = Trainer(config, TASK, reward_funcs=[reward], device="cpu", show_progress=False)
+    metrics = trainer.train_step()
+    assert len(seen["prompts"]) == len(seen["completions"]) == len(seen["answer"]) == 6
+    assert seen["prompts"][0] == seen["prompts"][2] and seen["prompts"][0].endswith("=")
+    assert seen["answer"][0] == seen["prompts"][0][:-1][::-1]  # the answer column, per row
+    assert seen["extra"] == {}
+    assert "rewards/reward/mean" in metrics
+
+
+def test_tensorboard_logs_are_written_when_asked(tmp_path):
+    pytest.importorskip("tensorboard", reason="needs tensorboard: pip install -e '.[tensorboard]'")
+    config = small_config(tmp_path, max_steps=2, report_to="tensorboard", logging_steps=1)
+    Trainer(config, TASK, device="cpu", show_progress=False).train()
+    assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_compact_api_takes_trl_defaults_and_the_models_eos_id():
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=16, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2, eos_token_id=3, bos_token_id=None,
+    ))  # fmt: skip
+    trainer = GRPO(model=model, ref_model=None, reward_fn=lambda p, c: c.float().mean(1))
+    assert trainer.eos_ids == [3]
+    assert trainer.config.num_iterations == 1 and trainer.config.learning_rate == 1e-6
+    assert trainer.optimizer.defaults["weight_decay"] == 0.0
+    stats = trainer.train(torch.randint(4, 16, (2, 3)), n_epochs=1)
+    assert len(stats["history"]) == 1
+
+
+def test_addition_writes_the_sum_backwards_at_a_fixed_width():
+    task = get_task("addition")
+    assert task.render(1234) == ("12+34=", "640")
+    assert task.render(9999) == ("99+99=", "891")
+    assert task.max_completion_length == 4  # 3 digits and EOS
+
+
+def test_cli_threads_option(tmp_path, capsys):
+    from grader.cli import main
+
+    code = main(["train", "--output-dir", str(tmp_path), "--max-steps", "1", "--threads", "1",
+                 "--eval-size", "10", "--device", "cpu"])  # fmt: skip
+    assert code == 0
+    assert "1 CPU thread(s)" in capsys.readouterr().out
+    assert main(["train", "--threads", "0", "--output-dir", str(tmp_path)]) == 2
+
+
+def test_a_prompt_too_short_to_spare_a_tenth_of_the_tokens_is_read_with_the_rest():
+    model = GPT(GPTConfig(vocab_size=TASK.tokenizer.vocab_size, block_size=40))
+    G, P, L = 4, 2, 30  # sharing would spare 1.5 of the 31 tokens each row reads
+    prompts = torch.randint(2, 14, (2, P), generator=torch.Generator().manual_seed(0))
+    completions = torch.randint(2, 14, (2 * G, L), generator=torch.Generator().manual_seed(1))
+    input_ids = torch.cat([prompts.repeat_interleave(G, 0), completions], dim=1)
+    calls = []
+    hook = model.register_forward_pre_hook(lambda _, args: calls.append(args[0].shape))
+    completion_logps(model, input_ids, P, GRPOConfig(max_completion_length=L))
+    hook.remove()
+    assert calls == [torch.Size([2 * G, P + L - 1])]
+
+
+def test_a_reward_function_with_the_old_signature_gets_a_clear_error(tmp_path):
+    def old_style(completions, answers):
+        return [0.0] * len(completions)
+
+    trainer = Trainer(small_config(tmp_path), TASK, reward_funcs=[old_style], device="cpu",
+                      show_progress=False)  # fmt: skip
+    with pytest.raises(TypeError, match="old_style cannot be called as TRL calls.*\\*\\*kwargs"):
+        trainer.train_step()

@@ -17,7 +17,7 @@ from reference.gpt import GPT, GPTConfig
 from reference.grpo_config import GRPOConfig, Rollout
 from reference.grpo_trainer import generate_rollout, optimize
 from reference.tasks import ReverseDigits
-from reference.trainer import Trainer, text_reward
+from reference.trainer import Trainer, task_reward, text_reward
 
 TASK = ReverseDigits()
 WORLD = 2
@@ -47,7 +47,7 @@ def _worker(rank: int, store_dir: str) -> None:
     try:
         model = torch.nn.parallel.DistributedDataParallel(policy())
         optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-        reward = text_reward(TASK.tokenizer.decode_batch, [TASK.reward])
+        reward = text_reward(TASK.tokenizer.decode_batch, [task_reward(TASK)])
         sampler = torch.Generator().manual_seed(100 + rank)
         for step in range(STEPS):
             # Different token counts per process: the token normalizer must be global.
