@@ -10,7 +10,6 @@ only the logits themselves and recomputes a chunk's float32 log-softmax when it 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 from reference.token_logprobs import token_logprobs
@@ -19,8 +18,11 @@ CHUNK_ELEMENTS = 2**25  # float32 temporaries of at most 128 MiB each
 
 
 def _chunk_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float) -> torch.Tensor:
-    # A zero row stands in for the logits at the last token, which token_logprobs drops anyway.
-    window = F.pad(logits.float(), (0, 0, 0, 1))  # (n, L + 1, V)
+    # A zero row stands in for the logits at the last token, which token_logprobs drops anyway;
+    # the float32 copy is written into the window directly (one copy of the logits, not two).
+    n, L, V = logits.shape
+    window = logits.new_zeros((n, L + 1, V), dtype=torch.float32)
+    window[:, :L] = logits
     return token_logprobs(window, ids, 1, temperature)  # (n, L)
 
 
@@ -34,10 +36,12 @@ def chunked_token_logprobs(
     N, L, V = logits.shape
     rows = max(1, chunk_elements // max(1, L * V))
     parts = []
-    for start in range(0, N, rows):
-        chunk = (logits[start : start + rows], ids[start : start + rows], temperature)
+    # split, not slicing: the backward pass of one split joins the chunks' gradients once,
+    # where each slice's would write a whole (N, L, V) gradient of zeros and add it up.
+    for chunk, chunk_ids in zip(torch.split(logits, rows), torch.split(ids, rows), strict=True):
         if torch.is_grad_enabled() and logits.requires_grad:
-            parts.append(checkpoint(_chunk_logprobs, *chunk, use_reentrant=False))
+            parts.append(checkpoint(_chunk_logprobs, chunk, chunk_ids, temperature,
+                                    use_reentrant=False))  # fmt: skip
         else:
-            parts.append(_chunk_logprobs(*chunk))
+            parts.append(_chunk_logprobs(chunk, chunk_ids, temperature))
     return torch.cat(parts)
