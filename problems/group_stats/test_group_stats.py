@@ -186,6 +186,10 @@ def test_clipped_ratio_is_the_fraction_truncated(impl):
     assert_scalar(stats(impl)["completions/clipped_ratio"], 2 / 6, what="completions/clipped_ratio")
     got = stats(impl, truncated=TRUNCATED.astype(int))["completions/clipped_ratio"]
     assert_scalar(got, 2 / 6, what="clipped_ratio from 0/1 ints")
+    # Row 1 fills every column but ends with its EOS: a full mask is not a truncation.
+    got = stats(impl, truncated=[False, False, False, False, True, False])
+    assert_scalar(got["completions/clipped_ratio"], 1 / 6,
+                  what="clipped_ratio when a completion's EOS is its last column")  # fmt: skip
 
 
 def test_random_batches_match_the_formulas(impl):
@@ -389,6 +393,7 @@ BAD_INPUTS = {
     "advantages without ratios": dict(advantages=ADVANTAGES),
     "ratios of shape (6, 3)": dict(ratios=RATIOS[:, :3], advantages=ADVANTAGES),
     "ratios of shape (1, 4)": dict(ratios=RATIOS[:1], advantages=ADVANTAGES),
+    "ratios of shape (6, 1)": dict(ratios=RATIOS[:, :1], advantages=ADVANTAGES),
     "advantages of length 5": dict(ratios=RATIOS, advantages=ADVANTAGES[:5]),
     "advantages of shape (6, 1)": dict(ratios=RATIOS, advantages=ADVANTAGES[:, None]),
 }
