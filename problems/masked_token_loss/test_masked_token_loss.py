@@ -219,10 +219,16 @@ def test_extreme_ratios_are_not_clamped(impl):
 def test_tokens_with_a_zero_loss_still_count(impl, aggregation):
     # A = 0 and pi_ref = pi_theta give token losses of exactly 0 (groups with equal rewards do
     # that). They are completion tokens all the same: the mask, not the loss, says what counts.
+    # Row 0 mixes them with one token that has a KL term, so its own mean divides by 3, not 1.
     logp = np.log([[0.5, 0.4, 0.3], [0.2, 0.6, 0.7], [0.3, 0.3, 0.3]])
-    args = dict(logp=logp, logp_old=logp, logp_ref=logp, advantages=np.array([0.0, 2.0, 0.0]),
+    logp_ref = logp.copy()
+    logp_ref[0, 0] = np.log(0.25)
+    kl = 0.04 * (0.5 - 1 - np.log(0.5))  # beta * k3 of r = 1/2, the only nonzero KL
+    args = dict(logp=logp, logp_old=logp.copy(), logp_ref=logp_ref,
+                advantages=np.array([0.0, 2.0, 0.0]),
                 mask=np.array([[1, 1, 1], [1, 0, 0], [1, 1, 0]]))  # fmt: skip
-    expected = {"sequence": -2.0 / 3, "token": -2.0 / 6, "constant": -2.0 / 9}[aggregation]
+    expected = {"sequence": (kl / 3 - 2.0) / 3, "token": (kl - 2.0) / 6,
+                "constant": (kl - 2.0) / 9}[aggregation]  # fmt: skip
     got = impl.masked_token_loss(**args, aggregation=aggregation)
     assert_scalar(got, expected, what=f"{aggregation!r} loss with zero-loss tokens")
 
