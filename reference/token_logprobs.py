@@ -34,6 +34,8 @@ def token_logprobs(logits, input_ids, prompt_length: int, temperature: float = 1
     """
     xp = array_namespace(logits, input_ids)
     _check(logits, input_ids, prompt_length, temperature)
+    # A Python number: numpy scalars (np.float64(0.7), np.int64(2)) would promote float32 logits.
+    temperature = float(temperature)
 
     # Shift by one: the logits at t - 1 predict the token at t.
     scores = logits[:, prompt_length - 1 : -1, :] / temperature

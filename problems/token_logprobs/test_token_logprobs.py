@@ -156,6 +156,11 @@ def test_keeps_the_logits_dtype(impl, dtype):
     logits, ids = random_batch(B=2, T=5, V=7, dtype=dtype)
     got = impl.token_logprobs(logits, ids, 2, temperature=0.9)
     assert_logprobs(got, loop_logprobs(logits, ids, 2, 0.9), dtype)
+    # A numpy scalar temperature must not promote float32 logits (numpy 2 would).
+    for temperature in (np.float64(0.9), np.int64(2)):
+        expected = loop_logprobs(logits, ids, 2, float(temperature))
+        got = impl.token_logprobs(logits, ids, 2, temperature=temperature)
+        assert_logprobs(got, expected, dtype, f"log-probs at temperature {temperature!r}")
 
 
 def test_accepts_integer_ids_and_numpy_scalars(impl):
