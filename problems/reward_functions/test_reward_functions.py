@@ -101,6 +101,7 @@ def test_whitespace_around_and_between_blocks_is_allowed(impl):
         ("  \n<think>\nLet me think.\n</think>\n\n<answer> 42 </answer>\n", 1.0),
         ("\t\r\n<think>a</think>\t \r\n<answer>1</answer>\r\n\t", 1.0),
         ("\f\v<think>a</think>\v<answer>1</answer>\f", 1.0),
+        ("\u00a0<think>a</think>\u2003<answer>1</answer>\u3000", 1.0),  # Unicode spaces
         ("<think>step 1\nstep 2\n\nstep 3</think><answer>line one\nline two</answer>", 1.0),
     ])  # fmt: skip
 
@@ -199,6 +200,7 @@ def test_extract_answer_returns_the_stripped_content_or_none(impl):
             ("no thinking here <answer>1,234</answer> trailing text", "1,234"),
             ("<think>x</think><answer>The answer is 5</answer>", "The answer is 5"),
             ("<answer>\n  two\n  lines  \n</answer>", "two\n  lines"),
+            ("<answer>\u00a042\u2003</answer>", "42"),  # Unicode spaces are whitespace too
             ("<answer>7</answer><think>x</think>", "7"),  # where the block sits does not matter
             ("<think>a</think><think>b</think><answer>8</answer>", "8"),  # nor does the think
             ("I think <answer> 1,234 </answer> is it.", "1,234"),
