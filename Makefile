@@ -46,6 +46,7 @@ serve: setup site-deps
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 test: setup system-deps lint site
 	$(BIN)/python -m pytest

@@ -20,7 +20,9 @@ def problem_table() -> str:
         "| --- | --- | --- | --- | --- |",
     ]
     for p in all_problems():
-        where = "browser + local" if p.runs_in_browser else "local, or its page under `grpo-kit serve`"
+        where = (
+            "browser + local" if p.runs_in_browser else "local, or its page under `grpo-kit serve`"
+        )
         link = f"[{p.title}](problems/{p.slug}/README.md)"
         rows.append(f"| {p.order} | {link} `{p.slug}` | {p.difficulty} | {where} | {p.teaches} |")
     return "\n".join(rows)

@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-PANELS = (("reward", "mean reward"), ("kl", "KL to the reference"), ("advantage_abs", "mean |advantage|"))
+PANELS = (
+    ("reward", "mean reward"),
+    ("kl", "KL to the reference"),
+    ("advantage_abs", "mean |advantage|"),
+)
 
 
 def read_metrics(path: Path) -> list[dict]:

@@ -265,8 +265,12 @@ def test_cosine_schedule_decays_to_zero_at_max_steps(tmp_path):
     config = small_config(tmp_path, max_steps=4, num_iterations=3, lr_scheduler_type="cosine")
     trainer = Trainer(config, TASK, device="cpu", show_progress=False)
     trainer.train()
-    rates = [json.loads(line)["learning_rate"] for line in trainer.metrics_path.read_text().splitlines()]
-    assert rates == sorted(rates, reverse=True) and rates[1] == pytest.approx(config.learning_rate / 2)
+    rates = [
+        json.loads(line)["learning_rate"] for line in trainer.metrics_path.read_text().splitlines()
+    ]
+    assert rates == sorted(rates, reverse=True) and rates[1] == pytest.approx(
+        config.learning_rate / 2
+    )
     assert rates[-1] == pytest.approx(0.0, abs=1e-12)
 
 
@@ -316,7 +320,10 @@ def test_completions_and_evaluations_are_logged_as_training_goes(tmp_path, capsy
     trainer.train()
     rows = [json.loads(line) for line in trainer.metrics_path.read_text().splitlines()]
     assert [("completions" in row, "eval/exact_match" in row) for row in rows] == [
-        (False, False), (True, True), (False, False), (True, True)
+        (False, False),
+        (True, True),
+        (False, False),
+        (True, True),
     ]
     sample = rows[1]["completions"]
     assert len(sample) == 3 and {"prompt", "completion", "reward"} <= set(sample[0])

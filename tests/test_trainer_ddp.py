@@ -81,7 +81,9 @@ def test_two_processes_update_like_one_process_with_the_global_batch(ddp_run):
     single = policy()
     optimizer = torch.optim.SGD(single.parameters(), lr=0.5)
     for step in range(STEPS):
-        parts = [torch.load(ddp_run / f"rollout_{step}_{r}.pt", weights_only=False) for r in range(WORLD)]
+        parts = [
+            torch.load(ddp_run / f"rollout_{step}_{r}.pt", weights_only=False) for r in range(WORLD)
+        ]
         optimize(single, optimizer, Rollout.cat(parts), config(loss_type=LOSS_TYPES[step]))
     ddp = torch.load(ddp_run / "ddp.pt")
     for name, value in single.state_dict().items():
@@ -92,7 +94,9 @@ def test_trainer_keeps_the_processes_in_sync_and_logs_once(ddp_run):
     states = [torch.load(ddp_run / f"trainer_{r}.pt") for r in range(WORLD)]
     for name, value in states[0].items():
         assert torch.equal(states[1][name], value), name
-    rows = [json.loads(line) for line in (ddp_run / "run" / "metrics.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in (ddp_run / "run" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert [row["step"] for row in rows] == [1, 2]
     # The metrics cover the global batch: 8 prompts x 4 completions of at most 5 tokens.
     assert 0 < rows[0]["completions/mean_length"] <= 5

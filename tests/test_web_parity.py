@@ -96,6 +96,9 @@ def test_starter_fails_and_reference_passes_in_pyodide(pyodide_reports):
     # Guards the comparison above from passing on two equally broken runs.
     for problem in BROWSER_PROBLEMS:
         tests = pyodide_reports[problem.slug]["tests"]
-        by_impl = {impl: [t["outcome"] for t in tests if t["impl"] == impl] for impl in ("reference", "starter")}
+        by_impl = {
+            impl: [t["outcome"] for t in tests if t["impl"] == impl]
+            for impl in ("reference", "starter")
+        }
         assert by_impl["reference"] and set(by_impl["reference"]) == {"passed"}, problem.slug
         assert "passed" not in by_impl["starter"], problem.slug
