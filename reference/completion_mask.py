@@ -19,7 +19,10 @@ def eos_id_list(eos_ids: int | Sequence[int]) -> list[int]:
     but a flag passed by mistake, not a token id.
     """
     candidates = [eos_ids] if isinstance(eos_ids, Integral) else eos_ids
-    eos = list(candidates) if isinstance(candidates, Iterable) else []
+    try:
+        eos = list(candidates) if isinstance(candidates, Iterable) else []
+    except TypeError:  # iterable in name only, such as a 0-d numpy array
+        eos = []
     if not eos or not all(isinstance(e, Integral) and not isinstance(e, bool) for e in eos):
         raise ValueError(f"eos_ids must be an int or a non-empty sequence of ints, got {eos_ids!r}")
     return [int(e) for e in eos]

@@ -9,6 +9,7 @@ def grpo_objective(rhos, A, pi_theta_old, pi_theta_ref, epsilon=0.2, beta=0.01) 
     rhos, A, pi_old, pi_ref = (
         np.asarray(x, dtype=np.float64) for x in (rhos, A, pi_theta_old, pi_theta_ref)
     )
+    epsilon, beta = float(epsilon), float(beta)
     # Same 1-D shape, checked before any arithmetic: numpy would broadcast a length-1 or a
     # (G, 1) input against the others and return a wrong number instead of an error.
     shapes = [x.shape for x in (rhos, A, pi_old, pi_ref)]

@@ -39,6 +39,7 @@ REFUSED_EOS = {
     "numpy_float": np.float64(2.0),
     "list_of_floats": [2.0],
     "float_array": np.array([2.0, 7.0]),
+    "zero_d_array": np.array(2),
     "string": "2",
     "list_with_a_string": [2, "7"],
     "none": None,
