@@ -37,6 +37,10 @@ PR_SET_PDEATHSIG = 1
 MAX_FDS = 3
 KILL_ROUNDS = 100
 IPC_RMID = 0  # linux/ipc.h
+# Limits of the sandbox's own System V IPC namespace (where the kernel lets this server set
+# them). A segment is destroyed once no process has it attached, so its memory is only held
+# while mapped, where the address-space limit counts it; message queues are few and small.
+IPC_SYSCTLS = {"kernel/shm_rmid_forced": "1", "kernel/msgmni": "8", "kernel/msgmnb": "16384"}
 
 
 def _preimport(torch: bool) -> None:
@@ -145,6 +149,12 @@ def _remove_ipc(uid: int) -> None:
                 rmid(int(row[1]))
 
 
+def _limit_ipc() -> None:
+    for name, value in IPC_SYSCTLS.items():
+        with contextlib.suppress(OSError), open(f"/proc/sys/{name}", "w") as setting:
+            setting.write(value)
+
+
 def _remove_folder(home: str) -> None:
     """Remove a student's folder, however deep: shutil.rmtree recurses, and a tree deeper
     than Python's recursion limit would stay, filling the /tmp later students share."""
@@ -231,6 +241,8 @@ def main() -> None:
     control = socket.socket(fileno=int(config["control_fd"]))
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     _preimport(bool(config["torch"]))
+    if config.get("own_ipc"):  # never the machine's own settings
+        _limit_ipc()
     own_uids = bool(config["switch_uids"]) and _can_switch_uid(int(config["probe_uid"]))
     control.send(json.dumps({"ready": True, "own_uids": own_uids}).encode())
     Server(control, own_uids).serve()
