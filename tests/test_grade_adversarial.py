@@ -47,7 +47,22 @@ CONTROL_OF = {"nan_result": "control_nan", "broadcasting_array": "control_wrong_
 # These keep their process working, so they must earn exactly their control's points; the
 # others may break their own process and earn less.
 WELL_BEHAVED = {"nan_result", "broadcasting_array", "lying_eq", "poison_inputs", "forge_protocol",
-                "print_fake_results", "reach_other_students", "kill_the_grader"}  # fmt: skip
+                "print_fake_results", "reach_other_students", "kill_the_grader", "deep_folders",
+                "shared_memory_hog"}  # fmt: skip
+# Graded after everyone else (names sort last): says what earlier students left in its sandbox,
+# in /tmp and in System V IPC, where it would take room and memory from later students.
+WITNESS = "zz_witness"
+WITNESS_SOURCE = """import os
+
+
+def grpo_objective(*args, **kwargs):
+    mine = os.path.basename(os.getcwd())
+    left = [name for name in os.listdir("/tmp") if name != mine]
+    for kind in ("shm", "msg", "sem"):
+        with open(f"/proc/sysvipc/{kind}") as table:
+            left += [f"{kind} {row.split()[1]}" for row in list(table)[1:]]
+    raise RuntimeError(f"left behind: {left}")
+"""
 SHIPPED_EXTRAS = {
     "conftest.py": "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\n"
     "def pytest_runtest_makereport(item, call):\n"
@@ -63,6 +78,7 @@ UNSAFE_UNSANDBOXED = {
     "fork_bomb": "fork thousands of processes",
     "leftover_processes": "leave a daemon running for ten minutes",
     "reach_other_students": "kill every process it may signal",
+    "shared_memory_hog": "leave shared memory behind on this machine",
 }
 # Harmless unsandboxed, but then they find the answer: only the sandbox earns them their zero.
 NEED_THE_SANDBOX = {
@@ -165,6 +181,8 @@ def batch(tmp_path_factory):
     (shipped / f"{SLUG}.py").write_text("def grpo_objective(*a, **k):\n    raise RuntimeError\n")
     for name, text in SHIPPED_EXTRAS.items():
         (shipped / name).write_text(text)
+    (submissions / WITNESS).mkdir()
+    (submissions / WITNESS / f"{SLUG}.py").write_text(WITNESS_SOURCE)
     for honest in ("honest_a", "honest_z"):  # graded before and after the attacks, in one run
         (submissions / honest).mkdir()
         shutil.copy(REFERENCE, submissions / honest / f"{SLUG}.py")
@@ -241,6 +259,13 @@ def test_network_is_unreachable(batch):
     if SANDBOX_PROBLEM:
         pytest.skip(f"{SANDBOX_PROBLEM}: unsandboxed the network is not cut off")
     assert batch["server"].connections == 0
+
+
+def test_no_attack_leaves_files_or_shared_memory_to_later_students(batch):
+    if SANDBOX_PROBLEM:
+        pytest.skip(f"{SANDBOX_PROBLEM}: unsandboxed /tmp and IPC are the machine's")
+    results = json.loads((batch["out"] / WITNESS / "results.json").read_text())
+    assert "left behind: []" in results["tests"][0]["output"], results["tests"][0]["output"]
 
 
 def test_no_sandboxed_process_outlives_the_batch(batch):
