@@ -90,6 +90,8 @@ def test_subclasses_lose_their_behaviour():
     "payload",
     [
         {"__t": "ndarray", "dtype": "object", "shape": [1], "data": ""},
+        {"__t": "ndarray", "dtype": ["float64"], "shape": [], "data": "AAAAAAAAAAA="},
+        {"__t": "npscalar", "dtype": {}, "shape": [], "data": ""},
         {"__t": "ndarray", "dtype": "float64", "shape": [2], "data": "AAAA"},
         {"__t": "ndarray", "dtype": "float64", "shape": [-1], "data": ""},
         {"__t": "ndarray", "dtype": "float64", "shape": [10**9], "data": ""},
