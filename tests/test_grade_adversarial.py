@@ -31,6 +31,7 @@ import pytest
 from grader.problems import KIT_ROOT, get_problem
 from grader.sandbox.bwrap import NO_BWRAP_ENV, bwrap_command
 from grader.sandbox.forkserver import SANDBOX_UID_BASE
+from grader.submissions import standalone_source
 
 ATTACKS = Path(__file__).parent / "adversarial"
 SLUG = "grpo_objective"
@@ -325,3 +326,43 @@ def test_without_bubblewrap_the_report_says_so_loudly(tmp_path):
     assert book["exits"]["total"] == book["loops"]["total"] == "0"
     results = json.loads((tmp_path / "out" / "honest" / "results.json").read_text())
     assert "rlimits only" in results["output"]
+
+
+# A torch problem's tests judge what its probes claim: hostile values must not make the grader
+# allocate by them.
+TORCH_SLUG = "sample_group"
+CONSTANT_IDS = """from types import SimpleNamespace
+
+import torch
+
+
+def sample_group(model, prompt_ids, num_generations, max_new_tokens, eos_ids, **kwargs):
+    rows = prompt_ids.shape[0] * num_generations
+    ids = torch.zeros((rows, max_new_tokens), dtype=torch.long)
+    return SimpleNamespace(completion_ids=ids, completion_mask=torch.ones_like(ids),
+                           logprobs=torch.zeros(rows, max_new_tokens))
+"""
+
+
+def test_hostile_token_ids_fail_without_the_grader_making_room_for_them(tmp_path):
+    if SANDBOX_PROBLEM:
+        pytest.skip(f"{SANDBOX_PROBLEM}: the attack patches the sandbox's own modules")
+    submissions = tmp_path / "submissions"
+    for name, source in {
+        "control_constant": CONSTANT_IDS,
+        "honest": standalone_source(get_problem(TORCH_SLUG).reference.read_text()),
+        "huge_token_ids": (ATTACKS / TORCH_SLUG / "huge_token_ids.py").read_text(),
+    }.items():
+        (submissions / name).mkdir(parents=True)
+        (submissions / name / f"{TORCH_SLUG}.py").write_text(source)
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "grader.cli", "grade", str(submissions), "--out", str(out),
+               "--problems", TORCH_SLUG, "--workers", "1"]  # fmt: skip
+    run = subprocess.run(command, cwd=KIT_ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    book = gradebook(out)
+    assert book["honest"]["total"] == book["honest"]["max"] != "0"
+    assert passed(out, "huge_token_ids") <= passed(out, "control_constant")
+    results = json.loads((out / "huge_token_ids" / "results.json").read_text())
+    counted = next(t for t in results["tests"] if "keeps_everything" in t["name"])
+    assert "tokens outside the vocabulary were sampled" in counted["output"], counted["output"]
