@@ -225,8 +225,8 @@ def _b64(data, limit: int) -> bytes:
 
 def _decode_array(payload: dict, budget: Budget) -> np.ndarray:
     dtype_name, shape = payload.get("dtype"), payload.get("shape")
-    if dtype_name not in DTYPES:
-        raise ProtocolError(f"dtype {dtype_name!r} is not allowed")
+    if type(dtype_name) is not str or dtype_name not in DTYPES:  # a list is not even hashable
+        raise ProtocolError(f"dtype {str(dtype_name)[:40]!r} is not allowed")
     # Every dimension is bounded, not just the product: an empty (2**28, 0) array holds no
     # element, but a test's reduction over its first axis would allocate 2**28 of them.
     if (

@@ -31,6 +31,7 @@ import pytest
 from grader.problems import KIT_ROOT, get_problem
 from grader.sandbox.bwrap import NO_BWRAP_ENV, bwrap_command
 from grader.sandbox.forkserver import SANDBOX_UID_BASE
+from grader.submissions import standalone_source
 
 ATTACKS = Path(__file__).parent / "adversarial"
 SLUG = "grpo_objective"
@@ -47,7 +48,22 @@ CONTROL_OF = {"nan_result": "control_nan", "broadcasting_array": "control_wrong_
 # These keep their process working, so they must earn exactly their control's points; the
 # others may break their own process and earn less.
 WELL_BEHAVED = {"nan_result", "broadcasting_array", "lying_eq", "poison_inputs", "forge_protocol",
-                "print_fake_results", "reach_other_students", "kill_the_grader"}  # fmt: skip
+                "print_fake_results", "reach_other_students", "kill_the_grader", "deep_folders",
+                "shared_memory_hog"}  # fmt: skip
+# Graded after everyone else (names sort last): says what earlier students left in its sandbox,
+# in /tmp and in System V IPC, where it would take room and memory from later students.
+WITNESS = "zz_witness"
+WITNESS_SOURCE = """import os
+
+
+def grpo_objective(*args, **kwargs):
+    mine = os.path.basename(os.getcwd())
+    left = [name for name in os.listdir("/tmp") if name != mine]
+    for kind in ("shm", "msg", "sem"):
+        with open(f"/proc/sysvipc/{kind}") as table:
+            left += [f"{kind} {row.split()[1]}" for row in list(table)[1:]]
+    raise RuntimeError(f"left behind: {left}")
+"""
 SHIPPED_EXTRAS = {
     "conftest.py": "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\n"
     "def pytest_runtest_makereport(item, call):\n"
@@ -63,6 +79,7 @@ UNSAFE_UNSANDBOXED = {
     "fork_bomb": "fork thousands of processes",
     "leftover_processes": "leave a daemon running for ten minutes",
     "reach_other_students": "kill every process it may signal",
+    "shared_memory_hog": "leave shared memory behind on this machine",
 }
 # Harmless unsandboxed, but then they find the answer: only the sandbox earns them their zero.
 NEED_THE_SANDBOX = {
@@ -165,6 +182,8 @@ def batch(tmp_path_factory):
     (shipped / f"{SLUG}.py").write_text("def grpo_objective(*a, **k):\n    raise RuntimeError\n")
     for name, text in SHIPPED_EXTRAS.items():
         (shipped / name).write_text(text)
+    (submissions / WITNESS).mkdir()
+    (submissions / WITNESS / f"{SLUG}.py").write_text(WITNESS_SOURCE)
     for honest in ("honest_a", "honest_z"):  # graded before and after the attacks, in one run
         (submissions / honest).mkdir()
         shutil.copy(REFERENCE, submissions / honest / f"{SLUG}.py")
@@ -243,6 +262,13 @@ def test_network_is_unreachable(batch):
     assert batch["server"].connections == 0
 
 
+def test_no_attack_leaves_files_or_shared_memory_to_later_students(batch):
+    if SANDBOX_PROBLEM:
+        pytest.skip(f"{SANDBOX_PROBLEM}: unsandboxed /tmp and IPC are the machine's")
+    results = json.loads((batch["out"] / WITNESS / "results.json").read_text())
+    assert "left behind: []" in results["tests"][0]["output"], results["tests"][0]["output"]
+
+
 def test_no_sandboxed_process_outlives_the_batch(batch):
     if SANDBOX_PROBLEM:
         pytest.skip(f"{SANDBOX_PROBLEM}: unsandboxed a detached daemon can escape")
@@ -300,3 +326,43 @@ def test_without_bubblewrap_the_report_says_so_loudly(tmp_path):
     assert book["exits"]["total"] == book["loops"]["total"] == "0"
     results = json.loads((tmp_path / "out" / "honest" / "results.json").read_text())
     assert "rlimits only" in results["output"]
+
+
+# A torch problem's tests judge what its probes claim: hostile values must not make the grader
+# allocate by them.
+TORCH_SLUG = "sample_group"
+CONSTANT_IDS = """from types import SimpleNamespace
+
+import torch
+
+
+def sample_group(model, prompt_ids, num_generations, max_new_tokens, eos_ids, **kwargs):
+    rows = prompt_ids.shape[0] * num_generations
+    ids = torch.zeros((rows, max_new_tokens), dtype=torch.long)
+    return SimpleNamespace(completion_ids=ids, completion_mask=torch.ones_like(ids),
+                           logprobs=torch.zeros(rows, max_new_tokens))
+"""
+
+
+def test_hostile_token_ids_fail_without_the_grader_making_room_for_them(tmp_path):
+    if SANDBOX_PROBLEM:
+        pytest.skip(f"{SANDBOX_PROBLEM}: the attack patches the sandbox's own modules")
+    submissions = tmp_path / "submissions"
+    for name, source in {
+        "control_constant": CONSTANT_IDS,
+        "honest": standalone_source(get_problem(TORCH_SLUG).reference.read_text()),
+        "huge_token_ids": (ATTACKS / TORCH_SLUG / "huge_token_ids.py").read_text(),
+    }.items():
+        (submissions / name).mkdir(parents=True)
+        (submissions / name / f"{TORCH_SLUG}.py").write_text(source)
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "grader.cli", "grade", str(submissions), "--out", str(out),
+               "--problems", TORCH_SLUG, "--workers", "1"]  # fmt: skip
+    run = subprocess.run(command, cwd=KIT_ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    book = gradebook(out)
+    assert book["honest"]["total"] == book["honest"]["max"] != "0"
+    assert passed(out, "huge_token_ids") <= passed(out, "control_constant")
+    results = json.loads((out / "huge_token_ids" / "results.json").read_text())
+    counted = next(t for t in results["tests"] if "keeps_everything" in t["name"])
+    assert "tokens outside the vocabulary were sampled" in counted["output"], counted["output"]

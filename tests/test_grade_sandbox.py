@@ -90,6 +90,8 @@ def test_subclasses_lose_their_behaviour():
     "payload",
     [
         {"__t": "ndarray", "dtype": "object", "shape": [1], "data": ""},
+        {"__t": "ndarray", "dtype": ["float64"], "shape": [], "data": "AAAAAAAAAAA="},
+        {"__t": "npscalar", "dtype": {}, "shape": [], "data": ""},
         {"__t": "ndarray", "dtype": "float64", "shape": [2], "data": "AAAA"},
         {"__t": "ndarray", "dtype": "float64", "shape": [-1], "data": ""},
         {"__t": "ndarray", "dtype": "float64", "shape": [10**9], "data": ""},
@@ -333,6 +335,17 @@ def call_fails(impl, match: str, *args) -> float:
 def test_a_child_is_timed_out_at_its_limit_whatever_it_does(tmp_path, body):
     impl = sandboxed(tmp_path, body, time_limit=1)
     assert call_fails(impl, "timed out after 1 s", [1.0]) < 5
+
+
+def test_a_submission_is_charged_its_own_time_once(tmp_path):
+    # A limit of 1 s a call gives 6 s in all: ten calls of 0.4 s fit, counted once each
+    # (the sandbox's own start-up is not the student's time either).
+    impl = sandboxed(tmp_path, "import time\ndef scale(x):\n    time.sleep(0.4)\n    return x\n",
+                     time_limit=1)  # fmt: skip
+    try:
+        assert [impl.scale(k) for k in range(10)] == list(range(10))
+    finally:
+        impl.close()
 
 
 FORGE = """

@@ -111,6 +111,7 @@ class ForkServer:
             # cannot read (/root/.pyenv).
             "switch_uids": sandboxed,
             "probe_uid": _next_uid(),
+            "own_ipc": sandboxed,  # its own IPC namespace, whose limits it may set
         }
         # The kit's own folder first: the sandbox must run these very files, whatever copy of
         # the kit the environment has installed.

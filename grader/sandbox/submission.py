@@ -132,9 +132,9 @@ class SandboxRunner(Runner):
         return SubmissionError(reason)
 
     def _talk(self, message: dict, allowance: float, late: str) -> dict:
-        started = time.monotonic()
+        # Its time is charged by Runner._send, around the whole exchange (import included).
         try:
-            reply = self.process.exchange(message, started + max(0.0, allowance))
+            reply = self.process.exchange(message, time.monotonic() + max(0.0, allowance))
         except frames.Late:
             raise self._fail(late) from None
         except frames.Closed:  # it died (give it a moment to be gone), or closed its pipe
@@ -142,16 +142,18 @@ class SandboxRunner(Runner):
             raise self._fail(_ending(ending, self.filename, self.sandbox_limits)) from None
         except (frames.FrameError, ValueError) as exc:
             raise self._fail(f"{self.filename} sent malformed data ({exc})") from None
-        finally:
-            self.used_s += time.monotonic() - started
         if self.process.reader.bytes_read > MAX_BYTES:
             raise self._fail(f"{self.filename} sent more than {MAX_BYTES >> 20} MiB of results")
         return reply
 
     def _start(self) -> None:
         """A fresh process with the submission imported (importing is the student's time)."""
+        started = time.monotonic()
         self.server = SERVERS.acquire(key_for(self.problem))  # GraderError if it cannot start
         self.process = self.server.fork(self.sandbox_limits)
+        # Runner._send charges the whole exchange: starting a sandbox (importing torch, maybe)
+        # is the grader's time, not the student's.
+        self.used_s -= time.monotonic() - started
         probes = self.problem.probes
         load = {"op": "load", "slug": self.problem.slug, "filename": self.filename,
                 "source": self.source, "names": list(self.problem.implement),

@@ -10,7 +10,8 @@ is ready; then answers the grader's requests one at a time:
            becomes a uid of its own, so it can neither signal nor trace anyone else, and its
            process limit counts its own processes only.
     end    kill every process of that student (its uid's, or its process group's), reap it,
-           remove its folder, and say how it ended
+           remove its folder and (with a uid of its own) its System V IPC objects, and say
+           how it ended
 
 Student code never runs in this process: only in the forked children, after they have left
 this process's session, closed the control socket, dropped privileges and set their limits.
@@ -23,9 +24,9 @@ import ctypes
 import importlib
 import json
 import os
-import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +36,11 @@ from grader.sandbox import child, limits
 PR_SET_PDEATHSIG = 1
 MAX_FDS = 3
 KILL_ROUNDS = 100
+IPC_RMID = 0  # linux/ipc.h
+# Limits of the sandbox's own System V IPC namespace (where the kernel lets this server set
+# them). A segment is destroyed once no process has it attached, so its memory is only held
+# while mapped, where the address-space limit counts it; message queues are few and small.
+IPC_SYSCTLS = {"kernel/shm_rmid_forced": "1", "kernel/msgmni": "8", "kernel/msgmnb": "16384"}
 
 
 def _preimport(torch: bool) -> None:
@@ -124,6 +130,38 @@ def _kill_uid(uid: int) -> None:
         time.sleep(0.005)
 
 
+def _remove_ipc(uid: int) -> None:
+    """Remove the System V shared memory, queues and semaphores `uid` made or owns: they
+    outlive their processes, and memory in a segment counts against no process's limit."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    remove = {"shm": lambda i: libc.shmctl(i, IPC_RMID, None),
+              "msg": lambda i: libc.msgctl(i, IPC_RMID, None),
+              "sem": lambda i: libc.semctl(i, 0, IPC_RMID)}  # fmt: skip
+    for kind, rmid in remove.items():
+        try:
+            with open(f"/proc/sysvipc/{kind}") as table:
+                header, *rows = [line.split() for line in table]
+        except OSError:
+            continue
+        owner, creator = header.index("uid"), header.index("cuid")
+        for row in rows:  # the id is the second column of every table
+            if uid in (int(row[owner]), int(row[creator])):
+                rmid(int(row[1]))
+
+
+def _limit_ipc() -> None:
+    for name, value in IPC_SYSCTLS.items():
+        with contextlib.suppress(OSError), open(f"/proc/sys/{name}", "w") as setting:
+            setting.write(value)
+
+
+def _remove_folder(home: str) -> None:
+    """Remove a student's folder, however deep: shutil.rmtree recurses, and a tree deeper
+    than Python's recursion limit would stay, filling the /tmp later students share."""
+    subprocess.run(["rm", "-rf", "--one-file-system", "--", home], stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)  # fmt: skip
+
+
 def _ending(status: int) -> dict:
     if os.WIFSIGNALED(status):
         return {"signal": os.WTERMSIG(status)}
@@ -167,6 +205,7 @@ class Server:
             done, status = os.waitpid(pid, os.WNOHANG)
         if uid is not None:
             _kill_uid(uid)
+            _remove_ipc(uid)
         else:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
@@ -174,7 +213,7 @@ class Server:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-        shutil.rmtree(home, ignore_errors=True)
+        _remove_folder(home)
         return _ending(status) if done else {"killed": True}
 
     def serve(self) -> None:
@@ -202,6 +241,8 @@ def main() -> None:
     control = socket.socket(fileno=int(config["control_fd"]))
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     _preimport(bool(config["torch"]))
+    if config.get("own_ipc"):  # never the machine's own settings
+        _limit_ipc()
     own_uids = bool(config["switch_uids"]) and _can_switch_uid(int(config["probe_uid"]))
     control.send(json.dumps({"ready": True, "own_uids": own_uids}).encode())
     Server(control, own_uids).serve()

