@@ -15,16 +15,14 @@ Everything comes from ``results.json`` and the copies of the graded files
 
 from __future__ import annotations
 
-import csv
 import html
-import io
 import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.reports import SOURCES, load_results
+from grader.reports import SOURCES, csv_text, load_results
 from grader.similarity import Group, similar_groups
 
 BINS = 10  # histogram bins of the score share, plus one for full marks
@@ -141,12 +139,6 @@ def build(grades: Path, starters: dict[str, str] | None = None) -> ClassReport:
                        sorted(late, key=lambda r: r["student"]), similar)  # fmt: skip
 
 
-def _csv(rows: list[list]) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(rows)
-    return buffer.getvalue()
-
-
 def _bin_label(index: int) -> str:
     step = 100 // BINS
     return "100%" if index == BINS else f"{index * step}-{index * step + step - 1}%"
@@ -167,8 +159,8 @@ def csv_files(report: ClassReport) -> dict[str, str]:
     similar = [["problem", "group", "students", "similarity"]]
     for slug, groups in report.similar.items():
         similar += [[slug, i, " ".join(g.students), g.similarity] for i, g in enumerate(groups, 1)]
-    return {"problems.csv": _csv(problems), "tests.csv": _csv(tests), "late.csv": _csv(late),
-            "similar.csv": _csv(similar)}  # fmt: skip
+    return {"problems.csv": csv_text(problems), "tests.csv": csv_text(tests), "late.csv": csv_text(late),
+            "similar.csv": csv_text(similar)}  # fmt: skip
 
 
 STYLE = """

@@ -13,21 +13,13 @@ in a Gradescope export, the folder or zip name otherwise.
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
-from grader.reports import _number, load_results, write_atomically
+from grader.reports import _number, csv_text, load_results, write_atomically
 
 GRADEBOOK = "gradebook.csv"
 IMPORTS = {"canvas": "canvas-import.csv", "moodle": "moodle-import.csv",
            "gradescope": "gradescope-import.csv"}  # fmt: skip
-
-
-def _csv(rows: list[list]) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(rows)
-    return buffer.getvalue()
 
 
 def rows(out: Path, slugs: list[str]) -> tuple[list[str], list[dict]]:
@@ -70,11 +62,11 @@ def rows(out: Path, slugs: list[str]) -> tuple[list[str], list[dict]]:
 def write_gradebook(out: Path, slugs: list[str]) -> Path:
     header, table = rows(out, slugs)
     path = out / GRADEBOOK
-    write_atomically(path, _csv([header, *([row[k] for k in header] for row in table)]))
+    write_atomically(path, csv_text([header, *([row[k] for k in header] for row in table)]))
     for layout, name in IMPORTS.items():
         mine = [row for row in table if row["_layout"] == layout]
         if mine:
-            write_atomically(out / name, _csv(_import_rows(layout, mine)))
+            write_atomically(out / name, csv_text(_import_rows(layout, mine)))
     return path
 
 

@@ -13,6 +13,8 @@ a record whose ``graded_from`` no longer matches is graded again (``grader/prove
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import shutil
@@ -50,6 +52,24 @@ class StudentResult:
     def score(self, slug: str | None = None) -> tuple[float, float]:
         chosen = [t for t in self.tests if slug is None or t.problem == slug]
         return sum(t.score for t in chosen), sum(t.max_score for t in chosen)
+
+
+# A spreadsheet runs a cell that starts with one of these as a formula: a student's name or
+# a test's message must never become one.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: object) -> object:
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def csv_text(rows: list[list]) -> str:
+    """Rows as CSV, every text cell safe to open in a spreadsheet (numbers stay numbers)."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows([[_cell(v) for v in row] for row in rows])
+    return buffer.getvalue()
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -295,6 +295,10 @@ EXPECTED_STATUS = {
 }
 
 
+# A student a spreadsheet would read as the formula +2+3 when the gradebook is opened.
+FORMULA = "+2+3"
+
+
 @pytest.fixture(scope="module")
 def bad_batch(tmp_path_factory):
     root = tmp_path_factory.mktemp("bad")
@@ -309,6 +313,7 @@ def bad_batch(tmp_path_factory):
     encrypted_zip(submissions / "encrypted_zip.zip")
     bomb_zip(submissions / "bomb_zip.zip")
     write(submissions / "honest", f"{SLUG}.py", REFERENCE.read_text())
+    write(submissions / FORMULA, f"{SLUG}.py", REFERENCE.read_text())
     out = root / "out"
     return out, grade(submissions, out)
 
@@ -317,8 +322,9 @@ def test_bad_input_never_breaks_the_batch(bad_batch):
     out, run = bad_batch
     assert run.returncode == 0, run.stderr[-3000:]
     book = gradebook(out)
-    assert set(book) == set(EXPECTED_STATUS) | {"honest"}
+    assert set(book) == set(EXPECTED_STATUS) | {"honest", "'" + FORMULA}
     assert book["honest"]["total"] == book["honest"]["max"] != "0"
+    assert book["'" + FORMULA]["total"] == book["honest"]["total"], "written as text, graded"
 
 
 @pytest.mark.parametrize("student", sorted(EXPECTED_STATUS))
