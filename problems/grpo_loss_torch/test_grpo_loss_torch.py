@@ -168,11 +168,12 @@ def test_low_precision_losses_and_gradients(impl, dtype):
 def test_gradient_is_the_derivative_of_the_formula(impl, aggregation):
     # Ratios on both sides of the clip range, with either sign of the advantage.
     case = random_case(7, batch=6, empty_row=True)
-    settings = dict(beta=0.1, epsilon_high=0.28)
-    record = backward(impl, case, aggregation=aggregation, **settings)
-    loss, grad = expected(case, aggregation, **settings)
-    assert_tensor(record["loss"], loss, rtol=1e-10, atol=1e-12, what="loss")
-    assert_gradient(record["grads"]["logp"], grad)
+    # epsilon_high = 0 is a clip range like any other (not "unset"): no ratio may exceed 1.
+    for settings in (dict(beta=0.1, epsilon_high=0.28), dict(epsilon=0.3, epsilon_high=0.0)):
+        record = backward(impl, case, aggregation=aggregation, **settings)
+        loss, grad = expected(case, aggregation, **settings)
+        assert_tensor(record["loss"], loss, rtol=1e-10, atol=1e-12, what=f"loss with {settings}")
+        assert_gradient(record["grads"]["logp"], grad, what=f"gradient with {settings}")
 
 
 @pytest.mark.parametrize("aggregation", AGGREGATIONS)
@@ -239,6 +240,7 @@ EXTREMES = [
     (math.log(5.0) - 1.0, -1.0, -1.0, 1.0, 0.0),  # rho = 5, A > 0: clipped
     (math.log(20.0) - 3.0, -3.0, -3.0, -2.0, 0.0),  # rho = 20, A < 0: the full ratio
     (-1.0, -26.0, -1.0, -1.0, 0.0),  # rho = e^25, A < 0
+    (-1.0, -101.0, -1.0, -1.0, 0.0),  # rho = e^100, finite in float64: no "safe" exp either
     (-26.0, -1.0, -26.0, 1.0, 0.0),  # rho = e^-25, A > 0
     (-26.0, -26.0, -1.0, 0.0, 0.04),  # r = e^25
     (-1.0, -1.0, -26.0, 0.0, 0.04),  # r = e^-25
@@ -276,6 +278,15 @@ def test_tokens_with_a_zero_loss_still_count(impl):
         record = backward(impl, case, aggregation=aggregation)
         assert_tensor(record["loss"], torch.tensor(value, dtype=F64), what=f"{aggregation!r} loss")
         assert_gradient(record["grads"]["logp"], expected(case, aggregation)[1])
+    # One token of the first row leaves the reference: its other two tokens, still of loss 0,
+    # keep counting in that row's mean.
+    case["logp_ref"][0, 0] = math.log(0.25)
+    for aggregation in AGGREGATIONS:
+        loss, grad = expected(case, aggregation)
+        record = backward(impl, case, aggregation=aggregation)
+        what = f"{aggregation!r} loss, a row with zero and non-zero token losses"
+        assert_tensor(record["loss"], loss, rtol=1e-10, what=what)
+        assert_gradient(record["grads"]["logp"], grad, what=f"gradient, {what}")
 
 
 def test_batch_without_tokens_gives_zero_and_zero_gradients(impl):

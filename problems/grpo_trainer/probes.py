@@ -279,10 +279,16 @@ def run_compute_loss(solution, policy, rollout, config, normalizer=None):
 
 
 @single_threaded
-def run_optimize(solution, policy, rollout, config, optimizer, scheduler=None):
-    """optimize with a recording optimizer: its result, every step() and the weights after."""
+def run_optimize(solution, policy, rollout, config, optimizer, scheduler=None, stale_grads=False):
+    """optimize with a recording optimizer: its result, every step() and the weights after.
+
+    `stale_grads`: every parameter comes with a gradient of ones, left over from some earlier
+    backward pass of the caller's."""
     network = build_model(policy)
     recorder = build_optimizer(network, optimizer)
+    if stale_grads:
+        for _, parameter in named_parameters(network):
+            parameter.grad = torch.ones_like(parameter)
     batch = Rollout(**rollout)
     result = solution.optimize(
         network, recorder, batch, GRPOConfig(**config), build_scheduler(recorder, scheduler)

@@ -219,8 +219,8 @@ def policy_logps(policy: dict, rollout: dict, temperature: float = 1.0) -> torch
         return logps_of(gpt(policy), input_ids, temperature)
 
 
-def optimize(impl, policy, rollout, options, optimizer=SGD, scheduler=None) -> dict:
-    return impl.probe.run_optimize(policy, rollout, options, optimizer, scheduler)
+def optimize(impl, policy, rollout, options, optimizer=SGD, scheduler=None, **extra) -> dict:
+    return impl.probe.run_optimize(policy, rollout, options, optimizer, scheduler, **extra)
 
 
 # -- completion_logps -------------------------------------------------------------------------
@@ -417,6 +417,13 @@ def test_advantages_compare_each_reward_with_its_own_group(impl, scale_rewards):
         rtol=1e-3,
         what=f"advantages with scale_rewards={scale_rewards!r}",
     )
+    # A group of one has nothing to be compared with: advantage 0 (its sample std is nan).
+    alone, _ = rollout_of(impl, groups=4, G=1, scale_rewards=scale_rewards)
+    assert_tensor(
+        alone.advantages.double(),
+        torch.zeros(4, dtype=torch.float64),
+        what=f"advantages of groups of one (num_generations=1), scale_rewards={scale_rewards!r}",
+    )
 
 
 def test_reference_logps_are_the_reference_models_and_only_when_beta_is_positive(impl):
@@ -458,6 +465,11 @@ def test_truncated_completions_are_flagged_and_masked_when_asked(impl, eos):
     )
     masked, _ = rollout_of(impl, G=8, seed=3, eos=eos, mask_truncated_completions=True)
     assert torch.equal(masked.completion_ids, kept.completion_ids)
+    assert_tensor(
+        masked.rewards.float(),
+        kept.rewards.float(),
+        what="rewards with mask_truncated_completions (still the reward function's scores)",
+    )
     expected_mask[truncated] = 0
     assert_tensor(
         masked.completion_mask.float(),
@@ -663,6 +675,8 @@ def test_one_update_is_a_step_along_the_grpo_gradient(impl, loss_type):
         rtol=1e-4,
         what="the returned logps (the current policy's)",
     )
+    assert got["old_logps"] is not None, "optimize must set rollout.old_logps, one update or more"
+    assert_tensor(got["old_logps"], expected["old"], atol=1e-5, rtol=1e-4, what="old_logps")
 
 
 @pytest.mark.parametrize("loss_type", LOSS_TYPES)
@@ -699,7 +713,8 @@ def test_micro_batches_give_the_whole_batch_update_and_loss(impl, loss_type):
 def test_every_iteration_starts_from_zero_gradients(impl):
     options = config(num_iterations=3, gradient_accumulation_steps=2, loss_type="dapo")
     rollout = crafted_rollout(tiny(0), groups=4, seed=3)
-    got = optimize(impl, tiny(0), rollout, options)
+    # The caller left gradients behind: the first update must not add them in either.
+    got = optimize(impl, tiny(0), rollout, options, stale_grads=True)
     expected = sgd_optimize(tiny(0), rollout, options, SGD["lr"])
     assert len(got["steps"]) == 3, f"3 iterations take 3 optimizer steps, not {len(got['steps'])}"
     for k, (step, update) in enumerate(zip(got["steps"], expected["updates"], strict=True)):
@@ -707,7 +722,7 @@ def test_every_iteration_starts_from_zero_gradients(impl):
             step["grads"],
             update["grads"],
             f"iteration {k + 1} (its own gradient, summed over its "
-            "micro-batches, never the earlier iterations')",
+            "micro-batches, never the earlier iterations' nor those the caller left)",
         )
     check_update(got, expected, tiny(0), "3 iterations")
 

@@ -31,6 +31,7 @@ def sample(
     train: bool = True,
     device: str | None = None,
     default_device: str | None = None,
+    autograd: bool = True,
     **settings,
 ) -> dict:
     """Sample with the toy model `model` (a spec, see problems/support/toy_models.py).
@@ -38,7 +39,8 @@ def sample(
     `seed` seeds the torch.Generator handed to the solution (None: no generator is given);
     the global generator is seeded with `global_seed` either way. `train` is the mode the
     model is handed over in, `device` where its weights live, `default_device` torch's default
-    device during the call (as a CPU default is, for a model on a GPU). `settings`
+    device during the call (as a CPU default is, for a model on a GPU), `autograd` whether
+    autograd is on when the call starts (as its caller left it). `settings`
     (temperature, top_k, top_p) are passed on as they are.
     """
     net = build(model).train(train)
@@ -50,6 +52,7 @@ def sample(
     grad_enabled = torch.is_grad_enabled()
     default = contextlib.nullcontext() if default_device is None else torch.device(default_device)
     try:
+        torch.set_grad_enabled(autograd)
         with default:
             out = solution.sample_group(
                 net, prompt_ids, num_generations, max_new_tokens, eos_ids, generator=generator,

@@ -255,6 +255,12 @@ def test_the_model_keeps_its_mode_and_weights_and_autograd_stays_on(impl):
                 "which restores it"
             )
             assert not result["inference_mode_after"], "inference mode was left on"
+    # A caller that had turned autograd off (an evaluation loop) finds it off again.
+    result = sample(impl, CONTEXT, prompts([1, 2]), 2, 4, 0, autograd=False)
+    assert not result["grad_enabled_after"], (
+        "autograd was off when sample_group was called and is on after it: restore the state "
+        "the caller left (`with torch.no_grad():` does), do not switch it on"
+    )
 
 
 # ----- EOS, masks and truncation -----
