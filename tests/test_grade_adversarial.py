@@ -53,16 +53,18 @@ WELL_BEHAVED = {"nan_result", "broadcasting_array", "lying_eq", "poison_inputs",
 # Graded after everyone else (names sort last): says what earlier students left in its sandbox,
 # in /tmp and in System V IPC, where it would take room and memory from later students.
 WITNESS = "zz_witness"
-WITNESS_SOURCE = """import os
+# A kit kept under /tmp is bound into the sandbox at its own path: that entry is the kit's.
+KIT_IN_TMP = KIT_ROOT.resolve().parts[2] if KIT_ROOT.resolve().parts[1:2] == ("tmp",) else ""
+WITNESS_SOURCE = f"""import os
 
 
 def grpo_objective(*args, **kwargs):
     mine = os.path.basename(os.getcwd())
-    left = [name for name in os.listdir("/tmp") if name != mine]
+    left = [name for name in os.listdir("/tmp") if name not in (mine, {KIT_IN_TMP!r})]
     for kind in ("shm", "msg", "sem"):
-        with open(f"/proc/sysvipc/{kind}") as table:
-            left += [f"{kind} {row.split()[1]}" for row in list(table)[1:]]
-    raise RuntimeError(f"left behind: {left}")
+        with open(f"/proc/sysvipc/{{kind}}") as table:
+            left += [f"{{kind}} {{row.split()[1]}}" for row in list(table)[1:]]
+    raise RuntimeError(f"left behind: {{left}}")
 """
 SHIPPED_EXTRAS = {
     "conftest.py": "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\n"

@@ -113,6 +113,8 @@ def _container(autograder: Path, kit: Path) -> list[str] | None:
         elif entry.is_dir():
             args += ["--bind", str(entry), str(entry)]
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    if kit.is_relative_to("/tmp"):  # a kit kept under /tmp (with its environment) stays seen
+        args += ["--bind", str(kit), str(kit)]
     args += ["--bind", str(autograder), "/autograder"]
     for folder in ("grader", "problems", "reference"):
         args += ["--ro-bind", str(autograder / "source" / folder), str(kit / folder)]
