@@ -6,7 +6,7 @@ generating for other rows of the batch. Array-API generic: numpy in, numpy out; 
 torch out on the same device.
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from numbers import Integral
 
 from array_api_compat import array_namespace
@@ -18,13 +18,13 @@ def eos_id_list(eos_ids: int | Sequence[int]) -> list[int]:
     Python and numpy integers count as ints; bools do not: `True` is an Integral equal to 1,
     but a flag passed by mistake, not a token id.
     """
-    candidates = [eos_ids] if isinstance(eos_ids, Integral) else eos_ids
+    expected = f"eos_ids must be an int or a non-empty sequence of ints, got {eos_ids!r}"
     try:
-        eos = list(candidates) if isinstance(candidates, Iterable) else []
-    except TypeError:  # iterable in name only, such as a 0-d numpy array
-        eos = []
+        eos = list([eos_ids] if isinstance(eos_ids, Integral) else eos_ids)
+    except TypeError:  # not iterable, or iterable in name only (a 0-d numpy array)
+        raise ValueError(expected) from None
     if not eos or not all(isinstance(e, Integral) and not isinstance(e, bool) for e in eos):
-        raise ValueError(f"eos_ids must be an int or a non-empty sequence of ints, got {eos_ids!r}")
+        raise ValueError(expected)
     return [int(e) for e in eos]
 
 
