@@ -23,12 +23,22 @@ from grader.submissions import Submission
 RECORD_SUFFIX = ".pytest.json"
 
 
-def _reference_imports(path: Path) -> set[str]:
+def _reference_imports(path: Path) -> frozenset[str]:
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        return frozenset()
+    return _parsed_imports(path, stamp)
+
+
+# Every student's every problem asks: parse each file once per version of it, not each time.
+@functools.cache
+def _parsed_imports(path: Path, stamp: int) -> frozenset[str]:
     found = set()
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError):
-        return found
+        return frozenset()
     for node in ast.walk(tree):
         names = []
         if isinstance(node, ast.Import):
@@ -36,7 +46,7 @@ def _reference_imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module]
         found |= {n.split(".")[1] for n in names if n.startswith("reference.") and "." in n}
-    return found
+    return frozenset(found)
 
 
 def tests_files(problem: Problem) -> list[Path]:
