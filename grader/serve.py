@@ -174,7 +174,7 @@ class SiteHandler(http.server.SimpleHTTPRequestHandler):
             )
         try:
             request = json.loads(self.rfile.read(length))
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):  # nested too deeply
             raise RequestRefused(HTTPStatus.BAD_REQUEST, "the request is not valid JSON") from None
         if not isinstance(request, dict):
             raise RequestRefused(HTTPStatus.BAD_REQUEST, "the request must be a JSON object")
@@ -187,6 +187,10 @@ class SiteHandler(http.server.SimpleHTTPRequestHandler):
         slug, code, run_id = request.get("slug"), request.get("code"), request.get("run")
         if not isinstance(code, str) or not isinstance(run_id, str) or not run_id:
             raise RequestRefused(HTTPStatus.BAD_REQUEST, "send the code and a run id as text")
+        try:
+            code.encode("utf-8")  # JSON lets through lone surrogates, which no file can hold
+        except UnicodeEncodeError:
+            raise RequestRefused(HTTPStatus.BAD_REQUEST, "the code is not valid text") from None
         problem = next((p for p in all_problems() if p.slug == slug), None)
         if problem is None or problem.runs_in_browser:
             raise RequestRefused(HTTPStatus.NOT_FOUND, f"no PyTorch problem named {slug!r}")

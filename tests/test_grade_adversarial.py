@@ -368,3 +368,36 @@ def test_hostile_token_ids_fail_without_the_grader_making_room_for_them(tmp_path
     results = json.loads((out / "huge_token_ids" / "results.json").read_text())
     counted = next(t for t in results["tests"] if "keeps_everything" in t["name"])
     assert "tokens outside the vocabulary were sampled" in counted["output"], counted["output"]
+
+
+# A probe runs in the student's process, so a submission can replace it: what it returns is a
+# claim. A test may trust a claim only when a working solution is needed to make it come out
+# right; easy claims (attached to the graph, zero gradients) must earn nothing over a control.
+PROBE_ATTACKS = {
+    "grpo_loss_torch": (
+        "fake_probes",
+        "import torch\n\n\ndef grpo_loss(logp, logp_old, logp_ref, advantages, mask, **kwargs):\n"
+        "    return (logp * 0).sum()\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("slug", PROBE_ATTACKS)
+def test_fabricated_probe_results_earn_no_more_than_a_constant_answer(tmp_path, slug):
+    if SANDBOX_PROBLEM:
+        pytest.skip(f"{SANDBOX_PROBLEM}: the attack patches the sandbox's own modules")
+    attack, control = PROBE_ATTACKS[slug]
+    submissions = tmp_path / "submissions"
+    for name, source in {"control": control,
+                         attack: (ATTACKS / slug / f"{attack}.py").read_text()}.items():  # fmt: skip
+        (submissions / name).mkdir(parents=True)
+        (submissions / name / f"{slug}.py").write_text(source)
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "grader.cli", "grade", str(submissions), "--out", str(out),
+               "--problems", slug, "--workers", "1"]  # fmt: skip
+    run = subprocess.run(command, cwd=KIT_ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    book = gradebook(out)
+    got, deserved = passed(out, attack), passed(out, "control")
+    assert got <= deserved, f"{attack} passed more than its control: {sorted(got - deserved)}"
+    assert float(book[attack]["total"]) <= float(book["control"]["total"])

@@ -120,6 +120,24 @@ def test_the_run_api_refuses_oversized_code_and_unknown_problems(server):
     assert code == 400
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"slug": "grpo_loss_torch", "code": "\\ud800", "run": "r"}',
+        b"\xff\xfe{}",
+        b"null",
+        b'{"slug": ["../grpo_loss_torch"], "code": "", "run": "r"}',
+    ],
+    ids=["nested-too-deeply", "lone-surrogate", "not-utf8", "not-an-object", "slug-not-text"],
+)
+def test_malformed_requests_get_an_answer_not_a_dropped_connection(server, body):
+    the_server, url = server
+    code, answer = post(the_server, url + "api/run", body)
+    assert code in (400, 404) and answer["type"] == "error"
+    assert not the_server.local_runs._current
+
+
 def test_a_posted_reference_passes_and_the_starter_fails_in_the_sandbox(server):
     the_server, url = server
     code, answer = post(the_server, url + "api/run", {"slug": TORCH.slug, "run": "ref",

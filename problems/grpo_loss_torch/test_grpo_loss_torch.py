@@ -290,13 +290,23 @@ def test_tokens_with_a_zero_loss_still_count(impl):
 
 
 def test_batch_without_tokens_gives_zero_and_zero_gradients(impl):
+    # The empty batch (rows 2-3, NaN padding) is the second micro-batch of one logp: its zero
+    # gradient adds onto the first one's, which only a working loss gets right.
     case = random_case(13)
-    case["mask"] = torch.zeros_like(case["mask"])
+    case["mask"][2:] = 0
     case = with_garbage(case, math.nan)
+    empty = {name: value[2:] for name, value in case.items()}
+    first = {name: value[:2] for name, value in case.items()}
     for aggregation in AGGREGATIONS:
-        record = backward(impl, case, aggregation=aggregation)
-        assert_tensor(record["loss"], torch.tensor(0.0, dtype=F64), what=f"{aggregation!r} loss")
-        assert_gradient(record["grads"]["logp"], torch.zeros(4, 5, dtype=F64))
+        got = impl.grpo_loss(**empty, aggregation=aggregation)
+        assert_tensor(got, torch.tensor(0.0, dtype=F64), what=f"{aggregation!r} loss")
+        record = impl.probe.micro_batches(case, [(0, 2), (2, 4)], aggregation=aggregation)
+        loss, grad = expected(first, aggregation)
+        assert_tensor(record["losses"][1], torch.tensor(0.0, dtype=F64),
+                      what=f"{aggregation!r} loss of a batch without tokens")  # fmt: skip
+        assert_tensor(record["losses"][0], loss, rtol=1e-10, what=f"{aggregation!r} loss")
+        assert_gradient(record["grad"], torch.cat([grad, torch.zeros(2, 5, dtype=F64)]),
+                        what="gradient, with a batch without tokens as a micro-batch")  # fmt: skip
 
 
 @pytest.mark.parametrize("aggregation", AGGREGATIONS)
