@@ -186,6 +186,7 @@ def test_dtype_is_kept_for_floats_and_float64_otherwise(impl):
         (np.array([1, 0, 1, 0], dtype=np.int64), "an int64 array", np.float64),
         (np.array([True, False, True, True]), "a bool array", np.float64),
         (np.float32([1, 0, 1, 0]), "a float32 array", np.float32),
+        (np.float16([1, 0, 1, 0]), "a float16 array", np.float16),
     ]
     for rewards, what, dtype in checks:
         for scale_by_std in (True, False):

@@ -147,6 +147,11 @@ def test_zero_std_threshold_is_1e_8(impl):
     # "At most": [0, d, 2d] with d = 1e-8 has a sample std of exactly d, which counts as zero.
     got = stats(impl, rewards=[0.0, 1e-8, 2e-8, 0.0, 1.0, 2.0])
     assert_scalar(got["frac_reward_zero_std"], 0.5, what="frac_reward_zero_std, std = 1e-8")
+    # The threshold is absolute: [100, 100.0001] has a std of 7e-5, though np.isclose calls
+    # its rewards equal (rtol = 1e-5).
+    got = stats(impl, rewards=[100.0, 100.0001, 3.0, 3.0], group_size=2, mask=MASK[:4],
+                truncated=TRUNCATED[:4])  # fmt: skip
+    assert_scalar(got["frac_reward_zero_std"], 0.5, what="frac_reward_zero_std of [100, 100.0001]")
 
 
 def test_group_of_one_has_zero_std(impl):
@@ -265,6 +270,8 @@ def test_epsilon_high_widens_the_upper_range(impl):
     got = clip_stats(impl, epsilon=0.25, epsilon_high=0.1)  # range [0.75, 1.1]
     assert_scalar(got["clip_ratio/high_mean"], 4 / 16, what="high_mean with epsilon_high = 0.1")
     assert_scalar(got["clip_ratio/low_mean"], 1 / 16, what="low_mean with epsilon = 0.25")
+    got = clip_stats(impl, epsilon_high=0.0)  # range [0.8, 1]: 1.1, 1.3, 1.5, 1.2, 1.21 exceed 1
+    assert_scalar(got["clip_ratio/high_mean"], 5 / 16, what="high_mean with epsilon_high = 0")
 
 
 def test_epsilon_sets_both_bounds(impl):

@@ -162,6 +162,13 @@ def test_low_precision_losses_and_gradients(impl, dtype):
         assert_tensor(record["loss"].double(), loss, rtol=rtol, atol=rtol, what="loss")
         assert record["grads"]["logp"].dtype == dtype
         assert_gradient(record["grads"]["logp"], grad, rtol=rtol, atol=rtol)
+    # Tokens are counted exactly: 257 ones summed in bfloat16 would round to 256. The float32
+    # advantages make every token's loss -1 in float32, so each aggregation gives exactly -1.
+    zeros = torch.zeros(1, 257, dtype=dtype)
+    for aggregation in AGGREGATIONS:
+        got = impl.grpo_loss(zeros.clone().requires_grad_(), zeros, zeros, torch.ones(1),
+                             torch.ones(1, 257, dtype=torch.int64), aggregation=aggregation)  # fmt: skip
+        assert_tensor(got.double(), -1.0, rtol=1e-6, what=f"{aggregation!r} loss of 257 tokens")
 
 
 @pytest.mark.parametrize("aggregation", AGGREGATIONS)
@@ -414,7 +421,8 @@ def test_mask_that_is_not_zero_or_one_raises_value_error(impl):
 
 def test_max_len_shorter_than_t_or_a_non_positive_normalizer_raises_value_error(impl):
     case = random_case(23)
-    for options in (dict(aggregation="constant", max_len=4), dict(normalizer=0.0),
+    for options in (dict(aggregation="constant", max_len=4), dict(aggregation="constant", max_len=0),
+                    dict(normalizer=0.0),
                     dict(aggregation="token", normalizer=-5)):  # fmt: skip
         with pytest.raises(ValueError):
             impl.grpo_loss(**case, **options)

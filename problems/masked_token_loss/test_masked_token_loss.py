@@ -146,6 +146,8 @@ def test_epsilon_high_lifts_only_the_upper_bound(impl):
     assert_scalar(inside, -1.25, what="loss for ratio 1.25, A = 1, epsilon_high 0.28")
     both = impl.masked_token_loss(**one_token(0.6, -1.0, epsilon=0.3, epsilon_high=0.5))
     assert_scalar(both, 0.7, what="loss for ratio 0.6, A = -1, epsilon 0.3, epsilon_high 0.5")
+    flat = impl.masked_token_loss(**one_token(1.5, 1.0, epsilon_high=0.0))  # range [0.8, 1]
+    assert_scalar(flat, -1.0, what="loss for ratio 1.5, A = 1, epsilon_high 0")
 
 
 def test_epsilon_high_in_the_worked_example(impl):
@@ -411,7 +413,7 @@ def test_mask_that_is_not_zero_or_one_raises_value_error(impl):
 
 
 def test_max_len_shorter_than_t_raises_value_error(impl):
-    for max_len in (2, 1, np.int64(2)):
+    for max_len in (2, 1, 0, np.int64(2)):
         with pytest.raises(ValueError):
             impl.masked_token_loss(**example(), aggregation="constant", max_len=max_len)
             pytest.fail(f"max_len {max_len} with T = 3 was accepted")
