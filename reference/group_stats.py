@@ -74,6 +74,9 @@ def group_stats(
     _check_shape("ratios", ratios, tuple(mask.shape))
     _check_shape("advantages", advantages, (n,))
     epsilon_high = epsilon if epsilon_high is None else epsilon_high
+    # float64 before comparing: against float32 ratios numpy would round 1 + 0.2 to float32,
+    # and np.float32(1.2), which is above 1.2, would not count as clipped.
+    ratios = xp.astype(ratios, xp.float64)
     A = advantages[:, None]
     # A token is clipped only where the clip changes the objective: a ratio below the range
     # matters for a negative advantage, a ratio above it for a positive one.

@@ -12,7 +12,9 @@ from __future__ import annotations
 import numbers
 import re
 from collections.abc import Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
+
+import numpy as np
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
@@ -101,14 +103,11 @@ def _target(answer) -> Decimal | None:
         return None
     if isinstance(answer, numbers.Integral):
         return Decimal(int(answer))
-    if isinstance(answer, numbers.Real):
+    if isinstance(answer, (float, np.floating)):  # not any Real: a Fraction matches nothing
         # str() of a float is the shortest decimal that round-trips in the float's own
         # precision: "0.1" for 0.1, and for np.float32(0.1) too, whose float64 value is
         # 0.10000000149011612. Decimal(0.1) would be the binary value 0.1000000000000000055...
-        try:
-            value = Decimal(str(answer))
-        except InvalidOperation:  # a Real that does not print as a decimal, e.g. a Fraction
-            return None
+        value = Decimal(str(answer))
         return value if value.is_finite() else None
     if isinstance(answer, str):
         return parse_number(answer)

@@ -294,6 +294,16 @@ def test_bounds_are_strict(impl):
     assert_scalar(got["clip_ratio/region_mean"], 0.0, what="region_mean on the boundary")
 
 
+def test_float32_ratios_are_compared_in_float64(impl):
+    # np.float32(1.2) is 1.2000000477 and np.float32(0.8) is 0.8000000119: outside and inside
+    # the range in float64, where float32 bounds would call both the boundary itself.
+    ratios = np.array([[1.2, 0.8], [1.2, 0.8]], dtype=np.float32)
+    got = impl.group_stats([0.0, 1.0], 2, np.ones((2, 2)), [False, False], ratios=ratios,
+                           advantages=np.array([1.0, -1.0]), epsilon=0.2)  # fmt: skip
+    assert_scalar(got["clip_ratio/high_mean"], 0.25, what="high_mean of float32 ratios 1.2")
+    assert_scalar(got["clip_ratio/low_mean"], 0.0, what="low_mean of float32 ratios 0.8")
+
+
 def test_padding_is_ignored_even_if_not_finite(impl):
     ratios = RATIOS.copy()
     ratios[MASK == 0] = np.nan
