@@ -346,22 +346,28 @@ def sample_group(model, prompt_ids, num_generations, max_new_tokens, eos_ids, **
 """
 
 
+def grade_one_problem(tmp_path: Path, slug: str, sources: dict[str, str]) -> Path:
+    """Grade one student per source on `slug` alone, in one worker; the results folder."""
+    submissions = tmp_path / "submissions"
+    for name, source in sources.items():
+        (submissions / name).mkdir(parents=True)
+        (submissions / name / f"{slug}.py").write_text(source)
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "grader.cli", "grade", str(submissions), "--out", str(out),
+               "--problems", slug, "--workers", "1"]  # fmt: skip
+    run = subprocess.run(command, cwd=KIT_ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return out
+
+
 def test_hostile_token_ids_fail_without_the_grader_making_room_for_them(tmp_path):
     if SANDBOX_PROBLEM:
         pytest.skip(f"{SANDBOX_PROBLEM}: the attack patches the sandbox's own modules")
-    submissions = tmp_path / "submissions"
-    for name, source in {
+    out = grade_one_problem(tmp_path, TORCH_SLUG, {
         "control_constant": CONSTANT_IDS,
         "honest": standalone_source(get_problem(TORCH_SLUG).reference.read_text()),
         "huge_token_ids": (ATTACKS / TORCH_SLUG / "huge_token_ids.py").read_text(),
-    }.items():
-        (submissions / name).mkdir(parents=True)
-        (submissions / name / f"{TORCH_SLUG}.py").write_text(source)
-    out = tmp_path / "out"
-    command = [sys.executable, "-m", "grader.cli", "grade", str(submissions), "--out", str(out),
-               "--problems", TORCH_SLUG, "--workers", "1"]  # fmt: skip
-    run = subprocess.run(command, cwd=KIT_ROOT, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
+    })  # fmt: skip
     book = gradebook(out)
     assert book["honest"]["total"] == book["honest"]["max"] != "0"
     assert passed(out, "huge_token_ids") <= passed(out, "control_constant")
@@ -387,16 +393,8 @@ def test_fabricated_probe_results_earn_no_more_than_a_constant_answer(tmp_path, 
     if SANDBOX_PROBLEM:
         pytest.skip(f"{SANDBOX_PROBLEM}: the attack patches the sandbox's own modules")
     attack, control = PROBE_ATTACKS[slug]
-    submissions = tmp_path / "submissions"
-    for name, source in {"control": control,
-                         attack: (ATTACKS / slug / f"{attack}.py").read_text()}.items():  # fmt: skip
-        (submissions / name).mkdir(parents=True)
-        (submissions / name / f"{slug}.py").write_text(source)
-    out = tmp_path / "out"
-    command = [sys.executable, "-m", "grader.cli", "grade", str(submissions), "--out", str(out),
-               "--problems", slug, "--workers", "1"]  # fmt: skip
-    run = subprocess.run(command, cwd=KIT_ROOT, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
+    sources = {"control": control, attack: (ATTACKS / slug / f"{attack}.py").read_text()}
+    out = grade_one_problem(tmp_path, slug, sources)
     book = gradebook(out)
     got, deserved = passed(out, attack), passed(out, "control")
     assert got <= deserved, f"{attack} passed more than its control: {sorted(got - deserved)}"
