@@ -85,8 +85,10 @@ def _run_timeout(count: int, options: BatchOptions) -> float:
     return 120.0 + STARTUP_GRACE_S + count * per_student
 
 
-def _pytest_command(folders: list[Path], options: BatchOptions, collected: Path) -> list[str]:
-    command = [sys.executable, "-m", "pytest", *(str(p.dir) for p in options.problems)]
+def pytest_command(problems: list[Problem], folders: list[Path], collected: Path) -> list[str]:
+    """One trusted pytest run of `problems`' hidden tests, each student's folder sandboxed,
+    the outcomes collected into `collected`."""
+    command = [sys.executable, "-m", "pytest", *(str(p.dir) for p in problems)]
     command += ["--rootdir", str(KIT_ROOT), *PYTEST_SPEEDUPS, "--no-header"]
     command += ["-p", "grader.collect", f"--collect-file={collected}"]
     return command + [f"--impl=sandbox:{folder}" for folder in folders]
@@ -227,7 +229,7 @@ def grade_chunk(students: list[Submission], options: BatchOptions, sandbox: str,
         specs = [f"sandbox:{folder}" for folder in folders]
         collected_path = work / "collected.json"
         env = dict(os.environ, **{LIMITS_ENV: json.dumps(options.limits)})
-        command = _pytest_command(folders, options, collected_path)
+        command = pytest_command(options.problems, folders, collected_path)
         try:
             code, output = runs.run(command, env, _run_timeout(len(students), options))
             collected = json.loads(collected_path.read_text(encoding="utf-8"))

@@ -30,6 +30,12 @@ def capped(text: str, limit: int = OUTPUT_LIMIT) -> tuple[str, int]:
     return text[:limit], max(0, len(text) - limit)
 
 
+def capped_log(text: str) -> str:
+    """pytest's own output, capped, saying how much was cut (for errors no test explains)."""
+    kept, cut = capped(text)
+    return kept + (f"\n[{cut:,} more characters not shown]" if cut else "")
+
+
 def _short_message(exc: BaseException) -> str:
     text = str(exc)
     if isinstance(exc, AssertionError):

@@ -33,23 +33,19 @@ def test_title(entry: dict) -> str:
     return f"{title} ({params})" if params else title
 
 
-def _syntax_error(source: str) -> SyntaxError | None:
+def _parse(source: str) -> ast.Module | SyntaxError | None:
+    """The file's tree, its syntax error, or None if it cannot be parsed at all."""
     try:
-        ast.parse(source)
+        return ast.parse(source)
     except SyntaxError as exc:
         return exc
     except (ValueError, RecursionError, MemoryError):
         return None
-    return None
 
 
-def _raise_lines(source: str) -> dict[str, int]:
+def _raise_lines(tree: ast.Module) -> dict[str, int]:
     """Function name -> line of its ``raise NotImplementedError``."""
     found: dict[str, int] = {}
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return found
     for function in ast.walk(tree):
         if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
@@ -62,22 +58,14 @@ def _raise_lines(source: str) -> dict[str, int]:
     return found
 
 
-def _top_level_functions(source: str) -> dict[str, int]:
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return {}
-    return {
+def misnamed(tree: ast.Module, names: list[str] | tuple[str, ...]) -> list[dict]:
+    """Names the problem asks for that the file does not define, each with the defined
+    function whose name is closest (a typo, most likely) and its line."""
+    defined = {
         node.name: node.lineno
         for node in tree.body
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
     }
-
-
-def misnamed(source: str, names: list[str] | tuple[str, ...]) -> list[dict]:
-    """Names the problem asks for that the file does not define, each with the defined
-    function whose name is closest (a typo, most likely) and its line."""
-    defined = _top_level_functions(source)
     found = []
     for name in names:
         if name in defined:
@@ -91,13 +79,13 @@ def misnamed(source: str, names: list[str] | tuple[str, ...]) -> list[dict]:
     return found
 
 
-def _line_of(kind: str, message: str, tests: list[dict], source: str | None) -> int | None:
+def _line_of(kind: str, message: str, tests: list[dict], tree: ast.Module | None) -> int | None:
     frames = [frame for test in tests for frame in test.get("traceback") or []]
     if frames:
         return frames[-1]["line"] if kind == "not_implemented" else frames[0]["line"]
-    if kind == "not_implemented" and source:
+    if kind == "not_implemented" and tree is not None:
         # No frames (the code ran in another process): the raise in the function it names.
-        raises = _raise_lines(source)
+        raises = _raise_lines(tree)
         named = [
             line for name, line in raises.items() if re.search(rf"\b{re.escape(name)}\b", message)
         ]
@@ -124,7 +112,10 @@ def file_problems(tests: list[dict], source: str | None, names=()) -> list[dict]
             NOT_IMPLEMENTED,
         ):
             groups.setdefault((test["error_type"], test["message"]), []).append(test)
-    syntax = _syntax_error(source) if source else None
+    parsed = _parse(source) if source else None
+    syntax = parsed if isinstance(parsed, SyntaxError) else None
+    tree = parsed if isinstance(parsed, ast.Module) else None
+    missing_names = misnamed(tree, names) if tree is not None else []
     problems = []
     for (error_type, message), members in groups.items():
         if len(members) < 2:
@@ -134,9 +125,9 @@ def file_problems(tests: list[dict], source: str | None, names=()) -> list[dict]
         if syntax is not None and kind == "submission":
             kind, line, column = "syntax", syntax.lineno, syntax.offset
         else:
-            line = _line_of(kind, message, members, source)
+            line = _line_of(kind, message, members, tree)
         message = message.removeprefix("SubmissionError: ").removeprefix("NotImplementedError: ")
-        for missing in misnamed(source, names) if source and kind == "submission" else []:
+        for missing in missing_names if kind == "submission" else []:
             if f"'{missing['name']}'" in message and missing["closest"]:
                 line = line or missing["line"]
                 message += (

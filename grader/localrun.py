@@ -18,14 +18,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 from pathlib import Path
 
 from grader import feedback
-from grader.batch import PYTEST_SPEEDUPS
-from grader.collect import capped
+from grader.batch import pytest_command
+from grader.collect import capped_log
 from grader.problems import KIT_ROOT, Problem
 from grader.sandbox.forkserver import STARTUP_GRACE_S
 from grader.sandbox.submission import limits_for
@@ -35,14 +34,6 @@ STOP_GRACE_S = 5.0
 
 class RunBusy(RuntimeError):
     """A run is already in progress: this server runs one at a time."""
-
-
-def pytest_command(problem: Problem, folder: Path, collected: Path) -> list[str]:
-    return [
-        sys.executable, "-m", "pytest", str(problem.dir), "--rootdir", str(KIT_ROOT),
-        *PYTEST_SPEEDUPS, "--no-header", "-p", "grader.collect", f"--collect-file={collected}",
-        f"--impl=sandbox:{folder}",
-    ]  # fmt: skip
 
 
 class LocalRuns:
@@ -66,7 +57,7 @@ class LocalRuns:
                 if self._current is not None:
                     raise RunBusy("another run is in progress (in another tab?): wait for it")
                 process = subprocess.Popen(
-                    pytest_command(problem, folder, collected),
+                    pytest_command([problem], [folder], collected),
                     cwd=KIT_ROOT,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
@@ -90,7 +81,7 @@ class LocalRuns:
                 return {"type": "error", "message": f"pytest gave no report:\n{tail}"}
             report = json.loads(collected.read_text(encoding="utf-8"))
         report["interrupted"] = stopped or report.get("exit_code") == 2
-        report["log"] = capped(log or "")[0] if not report["tests"] else ""
+        report["log"] = capped_log(log or "") if not report["tests"] else ""
         return {"type": "result", "result": feedback.annotate(report, code, problem.implement)}
 
     def stop(self, run_id: str) -> bool:

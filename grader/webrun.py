@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from grader import feedback
-from grader.collect import Collector, capped
+from grader.collect import Collector, capped_log
 from grader.problems import load_problem
 
 # pytest options that the Emscripten file system needs (capture through sys, not file
@@ -89,15 +89,10 @@ def run_problem(root: str, slug: str, impls: list[str], learner_file: str | None
         "interrupted_at": collector.interrupted_at,
         "tests": list(collector.tests.values()),
         "errors": collector.errors,
-        "log": _capped_log(log.getvalue()),
+        "log": capped_log(log.getvalue()),
     }
     source = None
     if learner_file:
         source = Path(learner_file).read_text(encoding="utf-8", errors="replace")
     names = load_problem(root_path / "problems" / slug, whole=False).implement
     return feedback.annotate(report, source, names)
-
-
-def _capped_log(text: str) -> str:
-    kept, cut = capped(text)
-    return kept + (f"\n[{cut:,} more characters not shown]" if cut else "")
