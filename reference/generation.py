@@ -37,6 +37,7 @@ from reference.sample_group import (
     position_ids,
     sample_group,
     sampling_logits,
+    unwrap_model,
 )
 
 
@@ -46,15 +47,9 @@ def bare_model(model: torch.nn.Module) -> torch.nn.Module:
     return getattr(model, "_orig_mod", model)
 
 
-def inner_model(model: torch.nn.Module) -> torch.nn.Module:
-    """The model itself, behind DDP, torch.compile and PEFT wrappers."""
-    model = bare_model(model)
-    return model.get_base_model() if hasattr(model, "get_base_model") else model
-
-
 def supports_static_cache(model: torch.nn.Module) -> bool:
     """The kit's GPT, and transformers models that can run on a StaticCache."""
-    model = inner_model(model)
+    model = unwrap_model(model)
     return isinstance(model, GPT) or bool(getattr(model, "_can_compile_fullgraph", False))
 
 
@@ -235,7 +230,7 @@ class StaticCacheSampler:
 
     def _cache(self, rows: int, length: int, prefill, rows_of: torch.Tensor, P: int):
         """The static cache for (rows, length), allocated once, holding each row's prompt."""
-        gpt = inner_model(self.model)
+        gpt = unwrap_model(self.model)
         if isinstance(gpt, GPT):
             keys = prefill[0][0]  # (B, n_head, P, head_dim)
             cache = self.caches.get((rows, length))

@@ -100,7 +100,7 @@ def completion_logits(
     )  # (N,) and (n_groups,)
     spared = (len(prompts) - len(group_sizes)) * P  # prompt tokens a shared cache spares
     repeated = 10 * spared >= len(prompts) * (T - 1) and P < T - 1  # and a token after it
-    if not (repeated and accepts_kv_cache(getattr(model, "module", model))):
+    if not (repeated and accepts_kv_cache(model)):
         return every_row_alone()
 
     first_rows = torch.cumsum(group_sizes, dim=0) - group_sizes  # (n_groups,)

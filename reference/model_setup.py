@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from reference.sample_group import unwrap_model
+
 
 def disable_dropout(model: nn.Module) -> int:
     """Set every dropout probability to 0; returns how many modules had one.
@@ -38,17 +40,13 @@ def disable_dropout(model: nn.Module) -> int:
     return changed
 
 
-def _transformers_model(model: nn.Module) -> nn.Module:
-    return model.get_base_model() if hasattr(model, "get_base_model") else model
-
-
 def enable_gradient_checkpointing(model: nn.Module) -> None:
     """Recompute each layer's activations in the backward pass instead of keeping them.
 
     Only transformers models have it. Non-reentrant checkpointing, as TRL uses: it needs no
     input that requires a gradient, which a LoRA model's frozen embeddings do not give.
     """
-    inner = _transformers_model(model)
+    inner = unwrap_model(model)
     kwargs = {"use_reentrant": False}
     if hasattr(inner, "activation_checkpointing_enable"):  # transformers 5's name
         inner.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
@@ -74,7 +72,7 @@ def cast_lm_head_to_fp32(model: nn.Module) -> None:
     """Compute the output layer in float32: under bf16 autocast the logits of a large vocabulary
     lose the small differences that log-prob ratios are made of. The weights stay where they
     are (a tied embedding stays tied): only the class of the layer changes."""
-    inner = _transformers_model(model)
+    inner = unwrap_model(model)
     get_head = getattr(inner, "get_output_embeddings", None)
     head = get_head() if get_head is not None else getattr(inner, "lm_head", None)
     if type(head) is not nn.Linear:
@@ -129,7 +127,7 @@ def reference_model(policy: nn.Module, dtype: torch.dtype | None = None) -> nn.M
 
 def model_eos_ids(model: nn.Module) -> list[int]:
     """The EOS ids a transformers model's generation config or config names ([] if none)."""
-    inner = _transformers_model(getattr(model, "module", model))
+    inner = unwrap_model(model)
     ids: list[int] = []
     for source in (getattr(inner, "generation_config", None), getattr(inner, "config", None)):
         value = getattr(source, "eos_token_id", None)

@@ -74,15 +74,17 @@ def _check_arguments(prompt_ids, num_generations, max_new_tokens, temperature, t
         raise ValueError(f"top_p must be in (0, 1] (1 turns it off), got {top_p}")
 
 
-def _forward_parameters(model) -> set[str]:
-    # Wrappers take *args, **kwargs and hide the model's own arguments: look behind
-    # DistributedDataParallel, torch.compile and PEFT (LoRA).
+def unwrap_model(model):
+    """The model itself, behind DistributedDataParallel, torch.compile and PEFT (LoRA): their
+    forward takes *args, **kwargs and hides the model's own arguments."""
     model = getattr(model, "module", model)
     model = getattr(model, "_orig_mod", model)
-    if hasattr(model, "get_base_model"):
-        model = model.get_base_model()
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def _forward_parameters(model) -> set[str]:
     try:
-        return set(inspect.signature(model.forward).parameters)
+        return set(inspect.signature(unwrap_model(model).forward).parameters)
     except (AttributeError, TypeError, ValueError):
         return set()
 
@@ -100,8 +102,8 @@ def position_ids(model, attention_mask: torch.Tensor) -> torch.Tensor | None:
     differently from the same prompt alone. None for a model without a `position_ids`
     argument: it must derive positions from the mask itself, as reference.gpt.GPT does.
     """
-    if "position_ids" not in _forward_parameters(getattr(model, "module", model)):
-        return None  # getattr: a DistributedDataParallel wrapper hides the module's signature
+    if "position_ids" not in _forward_parameters(model):
+        return None
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 

@@ -138,6 +138,16 @@ def task_reward(task: Task) -> TextRewardFn:
     return reward
 
 
+def adamw(model: torch.nn.Module, config: GRPOConfig) -> torch.optim.AdamW:
+    """AdamW with the config's settings over the parameters that train (a LoRA model's
+    adapters only)."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(
+        trainable, lr=config.learning_rate, weight_decay=config.weight_decay,
+        betas=(config.adam_beta1, config.adam_beta2),
+    )  # fmt: skip
+
+
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
     return float((values * mask).sum() / mask.sum().clamp(min=1))
 
@@ -253,11 +263,7 @@ class Trainer:
         if self.world_size > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.model = torch.nn.parallel.DistributedDataParallel(self.policy, device_ids=ids)
-        trainable = [p for p in self.policy.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(
-            trainable, lr=config.learning_rate, weight_decay=config.weight_decay,
-            betas=(config.adam_beta1, config.adam_beta2),
-        )  # fmt: skip
+        self.optimizer = adamw(self.policy, config)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(config))
         funcs = list(reward_funcs) if reward_funcs is not None else [task_reward(task)]
         self.reward_funcs = funcs
@@ -490,11 +496,21 @@ class Trainer:
     def checkpoint_path(self) -> Path:
         return self.output_dir / "checkpoint.pt"
 
+    @property
+    def eval_inputs(self) -> list:
+        """The held-out inputs greedy evaluations decode (the first eval_size)."""
+        return self.task.inputs("eval")[: self.config.eval_size]
+
+    @property
+    def owns_reference(self) -> bool:
+        """Whether the reference model has weights of its own (not None, nor the LoRA policy
+        with its adapters off)."""
+        return self.ref_model is not None and not isinstance(self.ref_model, AdapterDisabled)
+
     def evaluate_now(self) -> dict:
-        """Greedy decoding of the policy on the held-out inputs (the first eval_size)."""
-        inputs = self.task.inputs("eval")[: self.config.eval_size]
-        return evaluate(self.policy, self.task, inputs, self.config.max_completion_length,
-                        sampler=self.sampler)  # fmt: skip
+        """Greedy decoding of the policy on the held-out inputs."""
+        return evaluate(self.policy, self.task, self.eval_inputs,
+                        self.config.max_completion_length, sampler=self.sampler)  # fmt: skip
 
     def evaluate(self) -> dict[str, dict]:
         """Greedy decoding on held-out inputs, before (the starting point) and after training.
@@ -504,13 +520,9 @@ class Trainer:
         """
         after = self.evaluate_now()
         before = self.start_evaluation
-        if (
-            before is None
-            and self.ref_model is not None
-            and not isinstance(self.ref_model, AdapterDisabled)
-        ):
-            inputs = self.task.inputs("eval")[: self.config.eval_size]
-            before = evaluate(self.ref_model, self.task, inputs, self.config.max_completion_length)
+        if before is None and self.owns_reference:
+            before = evaluate(self.ref_model, self.task, self.eval_inputs,
+                              self.config.max_completion_length)  # fmt: skip
         return {"before": before if before is not None else after, "after": after}
 
     # -- checkpoints ------------------------------------------------------------------------
@@ -519,15 +531,12 @@ class Trainer:
         sample_generators = _gather_state(self.sample_generator)  # every process takes part
         if self.rank != 0:
             return
-        own_reference = self.ref_model is not None and not isinstance(
-            self.ref_model, AdapterDisabled
-        )
         state = {
             "step": self.step,
             "num_tokens": self.num_tokens,
             "config": asdict(self.config),
             "policy": self.policy.state_dict(),
-            "ref_model": self.ref_model.state_dict() if own_reference else None,
+            "ref_model": self.ref_model.state_dict() if self.owns_reference else None,
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "prompt_generator": self.prompt_generator.get_state(),
@@ -649,11 +658,7 @@ class GRPO:
         self.batch_size = batch_size
         if self.config.disable_dropout:
             disable_dropout(model)
-        trainable = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(
-            trainable, lr=learning_rate, weight_decay=self.config.weight_decay,
-            betas=(self.config.adam_beta1, self.config.adam_beta2),
-        )  # fmt: skip
+        self.optimizer = adamw(model, self.config)
         self.generator = torch.Generator(next(model.parameters()).device).manual_seed(seed)
         self.sampler = StaticCacheSampler(model, check_every=self.config.stop_check_interval)
 
