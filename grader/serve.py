@@ -5,7 +5,8 @@
 * Files whose names carry their content's hash (web/build.mjs names them) are cached by the
   browser for a year without asking again; the pages themselves are revalidated each time, so
   a rebuilt site is never shadowed by a stale copy. The build precompressed every large file
-  (``.br``, ``.gz`` beside it): the smallest one the browser accepts is sent as it is.
+  (``.br``, ``.gz`` beside it, and ``.zst`` for the Python runtime's big files): the first of
+  zstd, brotli and gzip that the browser accepts is sent as it is.
 * With `local_runs` (``grpo-kit serve`` on a machine with PyTorch), ``POST /api/run`` runs a
   problem's hidden tests on posted code (``grader/localrun.py``) and ``POST /api/stop`` stops
   that run. Only the site's own pages may ask: the request must come from this server's origin
@@ -36,7 +37,7 @@ IMMUTABLE = "public, max-age=31536000, immutable"
 # The names web/build.mjs gives from a hash of the content: "/assets/page-I5225FUB.js", and
 # every file under "/pyodide-7ad3bfff4b345f87/" or "/katex-0289a02cf4/".
 HASHED = re.compile(r"^/(assets/\w+-[A-Z0-9]{8}\.|pyodide-[0-9a-f]{16}/|katex-[0-9a-f]{10}/)")
-ENCODINGS = (("br", ".br"), ("gzip", ".gz"))  # best first
+ENCODINGS = (("zstd", ".zst"), ("br", ".br"), ("gzip", ".gz"))  # best first
 TOKEN_HEADER = "X-Grpo-Kit-Token"
 TOKEN_META = '<meta name="grpo-kit-token" content="{}">'
 MAX_REQUEST_BYTES = 300 * 1024  # the largest source a solution may be (256 KiB), and JSON

@@ -9,8 +9,9 @@ import urllib.error
 import urllib.request
 
 import pytest
+import zstandard
 
-from grader import browser, localrun, serve
+from grader import browser, localrun, serve, webruntime
 from grader.problems import all_problems
 from grader.serve import serve_in_thread
 
@@ -27,6 +28,10 @@ def site(tmp_path_factory):
     script = b"console.log('hi');" * 100
     (root / "assets" / "page-ABCD2345.js").write_bytes(script)
     (root / "assets" / "page-ABCD2345.js.gz").write_bytes(gzip.compress(script))
+    snapshot = root / "pyodide-0123456789abcdef" / "snapshot.bin"
+    snapshot.parent.mkdir()
+    snapshot.write_bytes(bytes(range(256)) * 64)
+    webruntime.zstd_compress(snapshot)
     (root / "kit.json").write_text("{}")
     return root
 
@@ -69,6 +74,16 @@ def test_hashed_files_are_cached_for_good_and_sent_compressed(server):
     headers, _ = get(url + "kit.json")  # not hashed: revalidated every time
     assert headers["Cache-Control"] == "no-cache"
     assert headers["Cross-Origin-Embedder-Policy"] == "require-corp"
+
+
+def test_the_runtime_goes_as_zstd_to_browsers_that_take_it(server, site):
+    _, url = server
+    snapshot = "pyodide-0123456789abcdef/snapshot.bin"
+    headers, body = get(url + snapshot, {"Accept-Encoding": "gzip, deflate, br, zstd"})
+    assert headers["Content-Encoding"] == "zstd"
+    assert zstandard.ZstdDecompressor().decompress(body) == (site / snapshot).read_bytes()
+    headers, body = get(url + snapshot, {"Accept-Encoding": "gzip"})  # no gzip copy: as it is
+    assert "Content-Encoding" not in headers and body == (site / snapshot).read_bytes()
 
 
 def test_pages_carry_the_token_only_for_this_servers_own_host(server, site):

@@ -13,7 +13,7 @@ import zipfile
 
 import pytest
 
-from grader import assets, cli, serve, site
+from grader import assets, cli, serve, site, webruntime
 from grader.collect import OUTPUT_LIMIT
 from grader.problems import KIT_ROOT, all_problems
 from grader.serve import serve_in_thread
@@ -131,6 +131,21 @@ def test_the_runtime_lock_matches_its_files_and_pytest_comes_precompiled():
         names = wheel.namelist()
     assert "_pytest/__pycache__/main.cpython-312.pyc" in names
     assert "_pytest/main.py" in names  # sources stay, for tracebacks
+
+
+def test_the_image_leaves_out_what_the_page_never_imports():
+    """Tests of the packages and the pygments lexers pytest never uses (a third of the image)
+    stay out; everything the runner imports stays in, sources and precompiled files alike."""
+    kept = ["numpy/__init__.py", "numpy/_core/_multiarray_umath.cpython-312-wasm32-emscripten.so",
+            "numpy/testing/__init__.py", "_pytest/main.py", "pygments/lexers/python.py",
+            "pygments/lexers/__pycache__/python.cpython-312.pyc", "pygments/lexers/_mapping.py",
+            "pygments/formatters/terminal.py", "pygments/styles/__init__.py", "pygments/token.py",
+            "pygments/lexers/diff.py"]  # fmt: skip
+    dropped = ["numpy/_core/tests/test_numeric.py", "numpy/__init__.pyi", "pygments/lexers/lisp.py",
+               "pygments/lexers/__pycache__/lisp.cpython-312.pyc", "pygments/formatters/html.py",
+               "pygments/styles/monokai.py", "numpy/"]  # fmt: skip
+    assert [name for name in kept if not webruntime.in_image(name)] == []
+    assert [name for name in dropped if webruntime.in_image(name)] == []
 
 
 def test_the_server_isolates_the_page_and_serves_wasm(tmp_path):

@@ -268,11 +268,11 @@ ${browser ? "" : localOnly(problem)}
     ? `<script>
 window.grpoKitBoot = (() => {
   const interrupt = self.crossOriginIsolated ? new Int32Array(new SharedArrayBuffer(4)) : null;
-  const worker = new Worker(${scriptJson(workerUrls.worker)}, { type: "module" });
+  const worker = new Worker(${scriptJson(workerUrls.worker)}, { type: "module", name: ${scriptJson(problem.slug)} });
   const boot = { worker, interrupt, messages: [], failed: null };
   worker.onmessage = (event) => boot.messages.push(event.data);
   worker.onerror = (event) => { boot.failed = event; };
-  worker.postMessage({ type: "init", slug: ${scriptJson(problem.slug)}, kitUrl: ${scriptJson(`/p/${problem.slug}/kit.json`)}, interruptBuffer: interrupt });
+  worker.postMessage({ type: "init", interruptBuffer: interrupt });
   return boot;
 })();
 </script>

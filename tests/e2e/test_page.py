@@ -147,6 +147,20 @@ def test_a_python_crash_brings_up_a_fresh_python(context, base_url):
     assert after.verdict == "passed", after.summary
 
 
+def test_the_next_page_starts_from_the_runtime_the_first_one_kept(context, base_url):
+    """After its first run a worker keeps the snapshot and the image; the next page's worker
+    reads them from there instead of the HTTP cache, and still passes the reference."""
+    first = browser.open_ready(context, base_url, FIRST.slug)
+    assert first.page.evaluate("window.grpoKit.bootPhases().cached") is False  # a new profile
+    assert first.run(browser.standalone(FIRST.reference)).verdict == "passed"
+    first.page.wait_for_function("window.grpoKit.runtimeKept()", timeout=60_000)
+    first.page.close()
+    other = BROWSER_PROBLEMS[1]
+    second = browser.open_ready(context, base_url, other.slug)
+    assert second.page.evaluate("window.grpoKit.bootPhases().cached") is True
+    assert second.run(browser.standalone(other.reference)).verdict == "passed"
+
+
 def test_draft_survives_a_reload_and_reset_asks_before_restoring_the_starter(context, base_url):
     # The editor and its storage work before Python has started: no need to wait for it.
     page = browser.ProblemPage(context.new_page(), base_url, FIRST.slug).open()

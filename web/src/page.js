@@ -4,7 +4,7 @@
 
 import { createEditor, getCode, goToLine, markProblems, setCode } from "./editor.js";
 import { showOutcome } from "./results.js";
-import { Runner, ServerRunner, kitUrl } from "./runner.js";
+import { Runner, ServerRunner } from "./runner.js";
 import {
   clearDraft,
   hintsShown,
@@ -75,7 +75,7 @@ function setUpWorkbench() {
 
   const runner =
     problem.runtime === "pyodide"
-      ? new Runner({ slug: problem.slug, kitUrl: kitUrl(problem.slug) })
+      ? new Runner({ slug: problem.slug })
       : new ServerRunner({ slug: problem.slug, token });
   runner.listen({ onStatus: setStatus, onProgress });
 
@@ -151,6 +151,7 @@ function setUpWorkbench() {
     run,
     stop: () => runner.stop(),
     bootPhases: () => runner.bootPhases ?? null,
+    runtimeKept: () => runner.runtimeKept === true, // the next page starts from the cache
   };
 }
 

@@ -10,8 +10,11 @@
 
 const STOP_GRACE_MS = 1000;
 
-export const kitUrl = (slug) => `/p/${slug}/kit.json`;
-const initMessage = (slug, kit, interruptBuffer) => ({ type: "init", slug, kitUrl: kit, interruptBuffer });
+export const kitUrl = (slug) => `/p/${slug}/kit.json`; // the worker loads it
+// The worker is named after the problem, and boots at once: its first message only hands it
+// the buffer that Stop writes to.
+const startWorker = (slug) => new Worker(WORKER_URL, { type: "module", name: slug });
+const initMessage = (interruptBuffer) => ({ type: "init", interruptBuffer });
 
 // Stop first asks Python to raise KeyboardInterrupt through the interrupt buffer (only possible
 // when the page is cross-origin isolated, which `grpo-kit serve` arranges). Code that swallows
@@ -19,9 +22,8 @@ const initMessage = (slug, kit, interruptBuffer) => ({ type: "init", slug, kitUr
 // worker is terminated and a fresh one boots, so the next Run always works. A fatal error in
 // Python (a WebAssembly trap) also brings up a fresh worker.
 export class Runner {
-  constructor({ slug, kitUrl }) {
+  constructor({ slug }) {
     this.slug = slug;
-    this.kitUrl = kitUrl;
     this.status = null; // [state, text], kept for a page that listens later (`listen`)
     this.onStatus = () => {};
     this.onProgress = () => {};
@@ -53,7 +55,7 @@ export class Runner {
       ({ worker: this.worker, interrupt: this.interrupt } = early);
     } else {
       this.interrupt = this.canInterrupt ? new Int32Array(new SharedArrayBuffer(4)) : null;
-      this.worker = new Worker(WORKER_URL, { type: "module" });
+      this.worker = startWorker(this.slug);
     }
     this.ready = new Promise((resolve, reject) => {
       this.worker.onmessage = (event) => this.receive(event.data, resolve, reject);
@@ -70,14 +72,15 @@ export class Runner {
       (error) => this.setStatus("broken", `Python could not start: ${error.message}`),
     );
     this.setStatus("starting", "Starting Python…");
-    if (!early) this.worker.postMessage(initMessage(this.slug, this.kitUrl, this.interrupt));
+    if (!early) this.worker.postMessage(initMessage(this.interrupt));
   }
 
   receive(message, resolveReady, rejectReady) {
     if (message.type === "ready") {
       this.bootPhases = message.phases; // for the benchmark: where the start-up time goes
       resolveReady(message.bootMs);
-    } else if (message.type === "error" && !message.id) rejectReady(new Error(message.message));
+    } else if (message.type === "kept") this.runtimeKept = true;
+    else if (message.type === "error" && !message.id) rejectReady(new Error(message.message));
     else if (this.pending && message.id === this.pending.id) {
       if (message.type === "progress") {
         this.running = message.test;
