@@ -3,13 +3,15 @@
 From the pinned runtime (``grader/assets.py``):
 
 * the Pyodide core files the worker loads;
-* ``site-packages.bin``: every file of the wheels (numpy, pytest and what it needs) in one
-  image that the worker writes to Pyodide's file system at once (``web/src/image.js``);
+* ``site-packages.bin``: the files of the wheels (numpy, pytest and what it needs) that the
+  page can need (`in_image`), in one image that the worker writes to Pyodide's file system
+  at once (``web/src/image.js``);
 * ``snapshot.bin``: a memory snapshot of Python with numpy, pytest and the kit's runner
   imported (``web/snapshot.mjs``): restoring it skips most of Python's start-up; and
   ``snapshot.bin.json``, where numpy's compiled modules were linked (``web/src/dynlibs.js``);
-* beside each, its brotli and gzip versions (``web/compress.mjs``), so the server sends
-  compressed bytes without compressing them on every request.
+* beside each, its brotli and gzip versions (``web/compress.mjs``) and its zstd version
+  (`zstd_compress`), so the server sends compressed bytes without compressing them on every
+  request.
 
 The folder is cached in ``.cache/`` under a digest of all its inputs, and the site serves it
 as ``/pyodide-<digest>/``: its name changes whenever one of its bytes does, so a browser may
@@ -75,7 +77,7 @@ def site_packages_image(runtime: Path) -> bytes:
 
 def zstd_compress(path: Path) -> None:
     """Write `path`.zst: browsers that accept zstd decode it about three times as fast as
-    brotli, which is most of reading the snapshot from a warm cache."""
+    brotli (on a cold load, and on any load the worker's own cache cannot serve)."""
     # An 8 MiB window at most: what browsers accept for HTTP (RFC 9659).
     params = zstandard.ZstdCompressionParameters.from_level(ZSTD_LEVEL, window_log=23)
     compressed = zstandard.ZstdCompressor(compression_params=params).compress(path.read_bytes())
