@@ -43,6 +43,10 @@ def _short_message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def _exception_only(excinfo: pytest.ExceptionInfo) -> str:
+    return excinfo.exconly()
+
+
 def _type_name(exc: BaseException) -> str:
     kind = type(exc)
     return f"{kind.__module__}.{kind.__qualname__}"
@@ -127,6 +131,9 @@ class Collector:
 
     def pytest_collection_modifyitems(self, items):
         for item in items:  # every collected test, in order, even if a Stop ends the run early
+            # Even with no traceback to show, pytest filters and formats one for each failure
+            # (about half a millisecond); the collector keeps its own message instead.
+            item.repr_failure = _exception_only
             callspec = getattr(item, "callspec", None)
             self.tests[item.nodeid] = {
                 "id": item.nodeid,

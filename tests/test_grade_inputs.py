@@ -15,14 +15,23 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from grader import submissions as subs
-from grader.batch import BatchOptions, parse_shard, results_from_collected, shard, split_collected
+from grader.batch import (
+    BatchOptions,
+    PytestRuns,
+    parse_shard,
+    results_from_collected,
+    shard,
+    split_collected,
+)
 from grader.problems import KIT_ROOT, get_problem
 from grader.sources import MAX_SOURCE_BYTES, check_source
 
@@ -232,6 +241,35 @@ def _collected(test_id: str, impl: str | None, outcome: str = "passed", **extra)
     return {"id": test_id, "name": name, "function": name.split("[")[0], "impl": impl,
             "outcome": outcome, "message": "", "error_type": None, "duration": 0.0,
             "stdout": "", "stdout_cut": 0} | extra  # fmt: skip
+
+
+CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+SHOW_CPUS = [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"]
+
+
+def _cpus_seen(runs: PytestRuns, workers: int) -> list[list[str]]:
+    """What each of `workers` threads' runs were allowed, two runs per thread."""
+    together = threading.Barrier(workers)  # every thread a worker of its own
+
+    def worker(_) -> list[str]:
+        together.wait()
+        return [runs.run(SHOW_CPUS, dict(os.environ), 60)[1].strip() for _ in range(2)]
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(worker, range(workers)))
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs two cores")
+def test_each_worker_keeps_its_runs_on_a_core_of_its_own():
+    seen = _cpus_seen(PytestRuns(workers=2), 2)
+    for first, second in seen:
+        assert first == second and len(json.loads(first)) == 1, seen
+    assert seen[0][0] != seen[1][0], "two workers on one core"
+    # More workers than cores, or one alone: the scheduler places them.
+    for workers in (1, len(CPUS) + 1):
+        everything = str(CPUS)
+        assert all(cpus == everything for runs in _cpus_seen(PytestRuns(workers), workers)
+                   for cpus in runs)  # fmt: skip
 
 
 def test_collected_tests_belong_to_the_implementation_they_ran():
