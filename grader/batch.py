@@ -35,7 +35,7 @@ from grader.sandbox.forkserver import STARTUP_GRACE_S
 from grader.sandbox.submission import LIMITS_ENV, limits_for
 from grader.submissions import Submission, stage
 
-MAX_CHUNK = 25
+MAX_CHUNK = 50
 MAX_MESSAGE = 2000  # characters of a failed test's message kept in results.json
 # pytest options that make a run cheaper without changing any verdict. The benchmark gives them
 # to its baseline as well, so that the ratio it reports measures the batching alone.
@@ -77,7 +77,9 @@ def shard(items: list[Submission], k: int, n: int) -> list[Submission]:
 
 
 def chunks(items: list, options: BatchOptions) -> list[list]:
-    size = options.chunk_size or max(1, min(MAX_CHUNK, -(-len(items) // (4 * options.workers))))
+    # Two chunks per worker: each run starts pytest and collects the tests once (a tenth of a
+    # 25-student run), and a worker done early still finds a chunk to take.
+    size = options.chunk_size or max(1, min(MAX_CHUNK, -(-len(items) // (2 * options.workers))))
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
