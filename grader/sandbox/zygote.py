@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import gc
 import importlib
 import json
 import os
@@ -245,9 +244,6 @@ def main() -> None:
     control = socket.socket(fileno=int(config["control_fd"]))
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     _preimport(bool(config["torch"]))
-    # What is imported now is shared with every child until written to, and a collection
-    # in a child would write to all of it (copy-on-write of every page): leave it out of them.
-    gc.freeze()
     if config.get("own_ipc"):  # never the machine's own settings
         _limit_ipc()
     own_uids = bool(config["switch_uids"]) and _can_switch_uid(int(config["probe_uid"]))
