@@ -10,7 +10,6 @@
 
 const STOP_GRACE_MS = 1000;
 
-export const kitUrl = (slug) => `/p/${slug}/kit.json`; // the worker loads it
 // The worker is named after the problem, and boots at once: its first message only hands it
 // the buffer that Stop writes to.
 const startWorker = (slug) => new Worker(WORKER_URL, { type: "module", name: slug });
