@@ -114,6 +114,18 @@ def test_blank_content_does_not_count(impl):
         ("<think>so</think><answer> \n </answer>", 0.5),  # blank answer
         ("<think>so</think><answer></answer>", 0.5),
         ("<think></think><answer></answer>", 0.0),
+        ("<think>\u00a0\u2003</think><answer>4</answer>", 0.5),  # Unicode spaces are blank too
+        ("<think>so</think><answer>\u3000</answer>", 0.5),
+    ])  # fmt: skip
+
+
+def test_content_may_hold_angle_brackets_that_are_no_tags(impl):
+    # Only the four tags count as tags: "<", "</", "<thinking>" are ordinary text.
+    check_formats(impl, [
+        ("<think>3 < 4 and 5 > 4</think><answer>1</answer>", 1.0),
+        ("<think>a</think><answer>x <- 1</answer>", 1.0),
+        ("<think><thinking>a</thinking></think><answer><b>1</b></answer>", 1.0),
+        ("<think>a </ b</think><answer><answer/></answer>", 1.0),
     ])  # fmt: skip
 
 
@@ -201,6 +213,8 @@ def test_extract_answer_returns_the_stripped_content_or_none(impl):
             ("<think>x</think><answer>The answer is 5</answer>", "The answer is 5"),
             ("<answer>\n  two\n  lines  \n</answer>", "two\n  lines"),
             ("<answer>\u00a042\u2003</answer>", "42"),  # Unicode spaces are whitespace too
+            ("<answer>1 <- final</answer>", "1 <- final"),  # "<" alone is no tag
+            ("<answer>\u00a0</answer>", None),
             ("<answer>7</answer><think>x</think>", "7"),  # where the block sits does not matter
             ("<think>a</think><think>b</think><answer>8</answer>", "8"),  # nor does the think
             ("I think <answer> 1,234 </answer> is it.", "1,234"),
@@ -327,7 +341,8 @@ def test_digit_groups(impl):
 
 
 def test_ground_truth_as_int_float_or_string(impl):
-    truths = ["42", "42.0", " 42 ", "+42", "42.000", 42, 42.0, np.int64(42), np.uint8(42),
+    truths = ["42", "42.0", " 42 ", "\n42\u00a0", "\u300042\t", "+42", "42.000", 42, 42.0,
+              np.int64(42), np.uint8(42),
               np.int32(42), np.float64(42.0), np.float32(42.0), np.float16(42.0)]  # fmt: skip
     check_answers(impl, [("42", truth) for truth in truths], expected=1.0)
 
