@@ -166,12 +166,18 @@ def mod3_tensor(completion_ids: torch.Tensor, answers: list) -> torch.Tensor:
     return torch.tensor(mod3(completion_ids, answers), dtype=torch.float64)
 
 
+def mod3_tiny(completion_ids: torch.Tensor, answers: list) -> list[float]:
+    """mod3 times 1e-7: groups whose std is near the advantages' eps of 1e-8."""
+    return [1e-7 * r for r in mod3(completion_ids, answers)]
+
+
 def reverse_digits(completion_ids: torch.Tensor, answers: list) -> list[float]:
     """The reverse-digits task's own reward: the share of the answer's characters right."""
     return TASK.reward(TASK.tokenizer.decode_batch(completion_ids), list(answers))
 
 
-REWARDS = {"mod3": mod3, "mod3_tensor": mod3_tensor, "reverse_digits": reverse_digits}
+REWARDS = {"mod3": mod3, "mod3_tensor": mod3_tensor, "mod3_tiny": mod3_tiny,
+           "reverse_digits": reverse_digits}  # fmt: skip
 
 
 class RecordingReward:

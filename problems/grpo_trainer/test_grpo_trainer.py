@@ -403,20 +403,23 @@ def test_rewards_are_the_reward_functions_scores(impl, reward):
 
 @pytest.mark.parametrize("scale_rewards", ["group", "none"])
 def test_advantages_compare_each_reward_with_its_own_group(impl, scale_rewards):
-    r, _ = rollout_of(impl, groups=4, G=4, scale_rewards=scale_rewards)
-    groups = r.rewards.double().reshape(4, 4)
-    assert len(set(groups.mean(1).tolist())) > 1, "the groups should differ in mean reward"
-    expected = groups - groups.mean(1, keepdim=True)
-    if scale_rewards == "group":
-        expected = expected / (groups.std(1, keepdim=True) + 1e-8)
-    expected = torch.where(groups.std(1, keepdim=True) > 0, expected, 0.0).reshape(-1)
-    assert_tensor(
-        r.advantages.double(),
-        expected,
-        atol=1e-6,
-        rtol=1e-5,  # float32 rounding, not another eps (TRL's 1e-4 moves them by about 1e-4)
-        what=f"advantages with scale_rewards={scale_rewards!r}",
-    )
+    # Rewards of about 1e-7 too: the std of such a group is near the eps of 1e-8 it is
+    # divided with, so an eps left out (or another one) moves the advantages by 20% or more.
+    for reward, scale in (("mod3", 1.0), ("mod3_tiny", 1e-7)):
+        r, _ = rollout_of(impl, groups=4, G=4, reward=reward, scale_rewards=scale_rewards)
+        groups = r.rewards.double().reshape(4, 4)
+        assert len(set(groups.mean(1).tolist())) > 1, "the groups should differ in mean reward"
+        expected = groups - groups.mean(1, keepdim=True)
+        if scale_rewards == "group":
+            expected = expected / (groups.std(1, keepdim=True) + 1e-8)
+        expected = torch.where(groups.std(1, keepdim=True) > 0, expected, 0.0).reshape(-1)
+        assert_tensor(
+            r.advantages.double(),
+            expected,
+            atol=1e-6 * (scale if scale_rewards == "none" else 1.0),
+            rtol=1e-5,  # float32 rounding, not another eps (TRL's 1e-4 moves them by about 1e-4)
+            what=f"advantages of rewards {reward!r} with scale_rewards={scale_rewards!r}",
+        )
     # A group of one has nothing to be compared with: advantage 0 (its sample std is nan).
     alone, _ = rollout_of(impl, groups=4, G=1, scale_rewards=scale_rewards)
     assert_tensor(
@@ -816,9 +819,12 @@ def test_masked_completions_do_not_train(impl):
 
 
 def test_optimize_raises_when_micro_batches_would_split_a_group(impl):
-    rollout = crafted_rollout(tiny(0), groups=4, G=2)
-    with pytest.raises(ValueError):
-        optimize(impl, tiny(0), rollout, config(num_generations=2, gradient_accumulation_steps=3))
+    # 8 completions in 3 parts, and 6 completions in 2 parts of 3: each splits a group of 2.
+    for groups, parts in ((4, 3), (3, 2)):
+        rollout = crafted_rollout(tiny(0), groups=groups, G=2)
+        options = config(num_generations=2, gradient_accumulation_steps=parts)
+        with pytest.raises(ValueError):
+            optimize(impl, tiny(0), rollout, options)
 
 
 def test_optimize_returns_a_dict_of_floats_and_the_logps(impl):
