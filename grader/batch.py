@@ -42,8 +42,9 @@ MAX_MESSAGE = 2000  # characters of a failed test's message kept in results.json
 PYTEST_SPEEDUPS = (
     "-q",
     "-p", "no:cacheprovider",
-    # The hidden tests need neither hypothesis's pytest plugin (~1 s to import) nor anyio's.
-    "-p", "no:hypothesispytest", "-p", "no:anyio",
+    # The hidden tests need neither hypothesis's pytest plugin (~1 s to import), anyio's, nor
+    # captured log records.
+    "-p", "no:hypothesispytest", "-p", "no:anyio", "-p", "no:logging",
     # pytest's failure summary pairs each failure with every report (quadratic in the batch);
     # the collector keeps the message students see.
     "-rN",
@@ -93,7 +94,9 @@ def pytest_command(problems: list[Problem], folders: list[Path], collected: Path
     the outcomes collected into `collected`."""
     command = [sys.executable, "-m", "pytest", *(str(p.dir) for p in problems)]
     command += ["--rootdir", str(KIT_ROOT), *PYTEST_SPEEDUPS, "--no-header"]
-    command += ["-p", "grader.collect", f"--collect-file={collected}"]
+    # Only verdicts are kept (a sandboxed solution prints into its own pipe): no capture, no
+    # report per phase of each test.
+    command += ["-p", "grader.collect", f"--collect-file={collected}", "--outcomes-only", "-s"]
     return command + [f"--impl=sandbox:{folder}" for folder in folders]
 
 
