@@ -136,3 +136,34 @@ def test_the_first_failure_explains_the_test(both):
 def test_a_failed_test_gives_pytests_exit_status(suite, selected, status):
     run = collect(suite, "--outcomes-only", "-k", selected)
     assert (run["returncode"], run["exit_code"]) == (status, status)
+
+
+RESEEDED = """
+import random
+
+import numpy as np
+import pytest
+
+import grader.loader
+
+FIRST = (random.Random(0).random(), np.random.RandomState(0).random_sample())
+numbers = []
+
+
+@pytest.mark.parametrize("test", range(3))
+def test_starts_from_the_same_random_state(test):
+    assert (random.random(), np.random.random()) == FIRST
+    random.random(), np.random.random()  # moved: the next test starts over all the same
+    numbers.append(grader.loader._test_number)
+    assert numbers == list(range(numbers[0], numbers[0] + test + 1)), "one test number each"
+"""
+
+
+@pytest.mark.parametrize("extra", [(), ("--outcomes-only", "-s")], ids=["pytest", "outcomes"])
+def test_the_problems_conftest_reseeds_before_every_test(tmp_path, extra):
+    (tmp_path / "conftest.py").write_text(
+        (KIT_ROOT / "problems" / "conftest.py").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    (tmp_path / "test_suite.py").write_text(RESEEDED, encoding="utf-8")
+    collected = collect(tmp_path, *extra)
+    assert [t["outcome"] for t in collected["tests"]] == ["passed"] * 3, collected["tests"]
