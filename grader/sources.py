@@ -38,11 +38,28 @@ def check_source(slug: str, data: bytes, builds_on: tuple[str, ...] = ()) -> str
     return _forbidden_import(name, tree, builds_on)
 
 
-def _forbidden_import(name: str, tree: ast.AST, builds_on: tuple[str, ...]) -> str | None:
-    for node in ast.walk(tree):
+# Where statements nest: an import is a statement, so the expressions (most of a file's nodes)
+# need no search.
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _import_statements(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of the file, at any depth, in the order of the source."""
+    found, pending = [], list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        for field in _BODIES:
+            pending.extend(getattr(node, field, ()))
+    return sorted(found, key=lambda node: (node.lineno, node.col_offset))
+
+
+def _forbidden_import(name: str, tree: ast.Module, builds_on: tuple[str, ...]) -> str | None:
+    for node in _import_statements(tree):
         if isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        elif node.level == 0 and node.module:
             modules = [node.module]
             if node.module == "reference":  # from reference import sample_group
                 modules = [f"reference.{alias.name}" for alias in node.names]

@@ -89,6 +89,27 @@ def test_check_source_explains_what_is_wrong(data, reason):
     assert reason in check_source(SLUG, data)
 
 
+@pytest.mark.parametrize(
+    ("source", "line"),
+    [
+        ("import os, grader\n", 1),
+        ("def f():\n    try:\n        pass\n    except Exception:\n        if x:\n"
+         "            import grader.x\n", 6),
+        ("match x:\n    case 1:\n        from reference import grpo_objective\n", 3),
+        ("class A:\n    def f(self):\n        with a:\n            for i in b:\n"
+         "                while c:\n                    pass\n            else:\n"
+         "                import problems\n", 8),
+        ("try:\n    pass\nexcept* ValueError:\n    pass\nelse:\n    pass\n"
+         "finally:\n    import reference.x\n", 8),
+        ("async def f():\n    async with a:\n        async for b in c:\n"
+         "            from grader import cli\n", 4),
+        ("import os\ndef f():\n    import grader.b\nimport grader.a\n", 3),  # the first line
+    ],
+)  # fmt: skip
+def test_an_import_of_the_kit_is_found_at_any_depth(source, line):
+    assert f"(line {line})" in check_source(SLUG, source.encode())
+
+
 def test_check_source_accepts_the_reference():
     assert check_source(SLUG, REFERENCE.read_bytes()) is None
 
