@@ -118,13 +118,30 @@ class Session:
         return getattr(self.solution, str(name))
 
     def execute(self, request: dict) -> tuple[dict, BaseException | None]:
-        """The reply to `request`, and the exception the solution raised (None if it returned)."""
+        """The reply to `request`, and the exception the solution raised (None if it returned).
+
+        A request of op "calls" makes several calls of one function, each with its own keyword
+        arguments, in one exchange: ``{"replies": [reply, ...]}``, up to the first that raised.
+        """
         if request.get("test") != self.test:
             self.test = request.get("test")
             reseed()
         target = self.target(request)
-        args = values.decode(request.get("args", []))
-        kwargs = values.decode(request.get("kwargs", {}))
+        if request.get("op") != "calls":
+            return self._call(target, request.get("args", []), request.get("kwargs", {}),
+                              request.get("observe"))  # fmt: skip
+        replies, raised = [], None
+        calls = request.get("calls")
+        for kwargs in calls if type(calls) is list else []:
+            reply, raised = self._call(target, [], kwargs)
+            replies.append(reply)
+            if "value" not in reply:
+                break
+        return {"replies": replies}, raised
+
+    def _call(self, target, args_data, kwargs_data, observe: bool = False):
+        args = values.decode(args_data)
+        kwargs = values.decode(kwargs_data)
         raised = None
         try:
             reply = {"value": values.encode(target(*args, **kwargs))}
@@ -134,7 +151,7 @@ class Session:
             if isinstance(exc, self.let_through):
                 raise
             reply, raised = {"error": describe_exception(exc)}, exc
-        if request.get("observe"):
+        if observe:
             # How the arguments look after the call, so a test can tell if they were changed.
             try:
                 reply |= {"args": values.encode(args), "kwargs": values.encode(kwargs)}

@@ -6,6 +6,7 @@ Tests never import a solution. They receive an ``impl`` fixture (``problems/conf
     impl.grpo_objective(rhos, A, p_old, p_ref)          plain values in, a plain value out
     impl.grpo_objective.observe(rhos, A, p_old, p_ref)  the same, and the arguments as the
                                                         call left them (did it change them?)
+    impl.masked_token_loss.each([kwargs, ...])          many calls in one request (a loop's)
     impl.probe.loss_and_grads(case)                     a probe: kit code in
                                                         problems/<slug>/probes.py, given the
                                                         solution's functions, returns plain data
@@ -32,6 +33,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -114,11 +116,18 @@ class Runner:
 
     def _send(self, op: str, name: str, args: tuple, kwargs: dict, observe: bool = False):
         request = {"op": op, "name": name, "args": values.encode(list(args)),
-                   "kwargs": values.encode(dict(kwargs)), "test": _test_number,
-                   "observe": observe}  # fmt: skip
+                   "kwargs": values.encode(dict(kwargs)), "observe": observe}  # fmt: skip
+        return self._exchange(request)
+
+    def _exchange(self, request: dict, calls: int = 1):
+        """Send `request` (`calls` calls: each has the time limit of one) within the limits."""
+        request["test"] = _test_number
         left = self.limits.total_s - self.used_s
-        if self.limits.call_s <= left:
-            allowance, late = self.limits.call_s, timeout_message(self.filename, self.limits.call_s)
+        if calls * self.limits.call_s <= left:
+            allowance = calls * self.limits.call_s
+            late = timeout_message(self.filename, allowance)
+            if calls > 1:
+                late += f" (its {calls} calls together, {self.limits.call_s:g} s each)"
         else:
             allowance = max(0.0, left)
             late = f"{self.filename} exceeded its total time limit of {self.limits.total_s:g} s"
@@ -146,6 +155,32 @@ class Runner:
         if type(args_after) is not list or type(kwargs_after) is not dict:
             raise SubmissionError(f"{self.filename} sent a malformed reply")
         return Observation(value, error, args_after, kwargs_after)
+
+    def each(self, name: str, calls: list[dict]) -> Iterator:
+        """The values of `calls` (see `Function.each`), all made in one request now; the
+        first exception raised is raised where its value would come."""
+        if not calls:
+            return iter(())
+        request = {"op": "calls", "name": name,
+                   "calls": [values.encode(dict(kwargs)) for kwargs in calls]}  # fmt: skip
+        reply, raised = self._exchange(request, len(calls))
+        if type(reply) is dict and ("error" in reply or "unsupported" in reply):
+            replies = [reply]  # the request as a whole failed: the solution has no such name
+        else:
+            replies = reply.get("replies") if type(reply) is dict else None
+        if (
+            type(replies) is not list
+            or not 0 < len(replies) <= len(calls)
+            or not all(type(one) is dict for one in replies)
+            or any("value" not in one for one in replies[:-1])  # it goes on after an exception
+            or (len(replies) < len(calls) and "value" in replies[-1])  # it stops with no reason
+        ):
+            raise SubmissionError(f"{self.filename} sent a malformed reply")
+        return self._values(name, replies, raised)
+
+    def _values(self, name: str, replies: list[dict], raised: BaseException | None) -> Iterator:
+        for one in replies:
+            yield read_reply(one, name, self._call_budget(), raised if one is replies[-1] else None)
 
     def probe(self, name: str, args: tuple, kwargs: dict):
         reply, raised = self._send("probe", name, args, kwargs)
@@ -240,6 +275,13 @@ class Function:
 
     def observe(self, *args, **kwargs) -> Observation:
         return self._runner.observe(self.__name__, args, kwargs)
+
+    def each(self, calls: list[dict], **shared) -> Iterator:
+        """Many calls in one request: ``each([{"x": 1}, {"x": 2}], y=0)`` is
+        ``iter([f(x=1, y=0), f(x=2, y=0)])``, with the time limit of that many calls. A call that
+        raises ends it there, and its exception is raised when its value would be reached, so
+        a test checks the values before it first, as it would have with calls one by one."""
+        return self._runner.each(self.__name__, [shared | call for call in calls])
 
     def __repr__(self) -> str:
         return f"<{self.__name__} of {self._runner.filename}>"

@@ -22,7 +22,7 @@ import pytest
 from grader import values
 from grader.errors import GraderError, SubmissionError
 from grader.execution import reseed
-from grader.loader import load_implementation, next_test
+from grader.loader import Limits, Runner, load_implementation, next_test
 from grader.sandbox import bwrap, forkserver, limits
 
 SANDBOXED = bwrap.bwrap_command() is not None
@@ -291,6 +291,38 @@ def test_global_random_state_is_the_same_at_the_start_of_every_test(toy):
     assert toy.draw() == first
 
 
+def test_each_makes_many_calls_in_one_request(toy):
+    x = np.ones(2)
+    got = list(toy.scale.each([{"x": x}, {"x": x, "factor": 3.0}, {"x": [5.0]}], factor=0.5))
+    assert [g.tolist() for g in got] == [[0.5, 0.5], [3.0, 3.0], [2.5]]
+    assert list(toy.scale.each([])) == []
+
+
+def test_each_raises_the_first_exception_where_its_value_would_come(toy):
+    values_seen = []
+    with pytest.raises(ValueError, match="factor must be >= 0"):
+        for got in toy.scale.each([{"factor": 1.0}, {"factor": -1.0}, {"factor": 2.0}], x=[1.0]):
+            values_seen.append(got.tolist())
+    assert values_seen == [[1.0]], "the value before the exception comes first"
+    with pytest.raises(SubmissionError, match="Mine: my own exception"):
+        list(toy.custom.each([{"kind": "mine"}]))
+
+
+@pytest.mark.parametrize("place", ["local", "sandbox"])
+def test_each_has_the_time_limit_of_its_calls_together(tmp_path, place):
+    problem = make_problem(tmp_path, TOY, time_limit=1, names=TOY_NAMES)
+    spec = str(tmp_path / "toy.py")
+    impl = load_implementation(problem, spec if place == "local" else f"sandbox:{spec}")
+    started = time.monotonic()
+    try:
+        assert list(impl.slow.each([{"seconds": 0.6}] * 3)) == [0.6] * 3  # 1.8 s of 3 x 1 s
+        with pytest.raises(SubmissionError, match=r"timed out after 2 s.*its 2 calls together"):
+            list(impl.slow.each([{"seconds": 1.5}, {"seconds": 1.5}]))
+    finally:
+        impl.close()
+    assert time.monotonic() - started < 10
+
+
 def test_a_call_over_its_time_limit_fails_with_the_same_words(toy):
     started = time.monotonic()
     with pytest.raises(SubmissionError, match=r"toy.py timed out after 2 s"):
@@ -299,6 +331,47 @@ def test_a_call_over_its_time_limit_fails_with_the_same_words(toy):
 
 
 # ------------------------------------------------------------------ what only the sandbox faces
+
+
+class Replies(Runner):
+    """A runner whose process answers every request with `reply`, whatever it was asked."""
+
+    def __init__(self, reply):
+        super().__init__("toy.py", Limits(2.0, 12.0))
+        self.reply = reply
+
+    def exchange(self, request, allowance, late):
+        return self.reply, None
+
+
+ONE = {"value": 1}
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        [ONE, ONE],  # not an object
+        {"replies": {"0": ONE}},
+        {"replies": []},
+        {"replies": [ONE, ONE, ONE, ONE]},  # more replies than calls
+        {"replies": [ONE, ONE]},  # fewer, and the last one returned
+        {"replies": [ONE, 7]},
+        {"replies": [ONE, {"value": {"__t": "pickle", "data": ""}}, ONE]},
+        {"replies": [{"error": {"type": "ValueError", "message": "no"}}, ONE, ONE]},
+    ],
+    ids=["list", "dict", "none", "more", "fewer", "not-a-reply", "bad-value", "error-then-more"],
+)
+def test_a_malformed_reply_to_many_calls_is_the_submissions_fault(reply):
+    with pytest.raises(SubmissionError, match="malformed reply|cannot be graded"):
+        list(Replies(reply).each("scale", [{"x": 1}] * 3))
+
+
+def test_a_reply_to_many_calls_may_end_at_the_first_exception():
+    error = {"error": {"type": "ValueError", "builtin": "ValueError", "message": "no"}}
+    got = Replies({"replies": [ONE, error]}).each("scale", [{"x": 1}] * 3)
+    assert next(got) == 1
+    with pytest.raises(ValueError, match="no"):
+        next(got)
 
 
 def sandboxed(tmp_path: Path, solution: str, **kwargs):

@@ -208,13 +208,13 @@ def test_extreme_ratios_are_not_clamped(impl):
         token_loss = loop_loss(**alone)
         what = (f"for logp {logp:g}, logp_old {logp_old:g}, logp_ref {logp_ref:g}, "
                 f"A = {advantage:g}, beta = {beta:g}")  # fmt: skip
+        calls, checks = [], []
         for aggregation, share in (("sequence", 2), ("token", 1), ("constant", 4)):
-            got = impl.masked_token_loss(**alone, aggregation=aggregation)
-            assert_scalar(got, token_loss, rel=1e-9, abs=0.0,
-                          what=f"{aggregation!r} loss of one token {what}")  # fmt: skip
-            got = impl.masked_token_loss(**padded, aggregation=aggregation)
-            assert_scalar(got, token_loss / share, rel=1e-9, abs=0.0,
-                          what=f"{aggregation!r} loss of a padded batch {what}")  # fmt: skip
+            calls += [alone | {"aggregation": aggregation}, padded | {"aggregation": aggregation}]
+            checks += [(token_loss, f"{aggregation!r} loss of one token {what}"),
+                       (token_loss / share, f"{aggregation!r} loss of a padded batch {what}")]  # fmt: skip
+        for got, (expected, what) in zip(impl.masked_token_loss.each(calls), checks, strict=True):
+            assert_scalar(got, expected, rel=1e-9, abs=0.0, what=what)
 
 
 @pytest.mark.parametrize("aggregation", AGGREGATIONS)
@@ -288,13 +288,17 @@ def test_fully_masked_batch_gives_zero(impl, aggregation):
 def test_padding_values_do_not_reach_the_loss(impl, aggregation):
     case = random_case(21, empty_row=True)
     expected = loop_loss(**case, aggregation=aggregation)
+    calls, whats = [], []
     for garbage in (math.nan, math.inf, -math.inf, 1e6, -1e300):
-        got = impl.masked_token_loss(**with_garbage(case, garbage), aggregation=aggregation)
-        assert_scalar(got, expected, rel=1e-9, what=f"loss with {garbage} in the padding")
+        calls.append(with_garbage(case, garbage))
+        whats.append(f"loss with {garbage} in the padding")
         for name in ("logp", "logp_old", "logp_ref"):  # one array at a time, too
-            dirty = {**case, name: with_garbage(case, garbage)[name]}
-            got = impl.masked_token_loss(**dirty, aggregation=aggregation)
-            assert_scalar(got, expected, rel=1e-9, what=f"loss with {garbage} in {name}'s padding")
+            calls.append({**case, name: with_garbage(case, garbage)[name]})
+            whats.append(f"loss with {garbage} in {name}'s padding")
+    for got, what in zip(
+        impl.masked_token_loss.each(calls, aggregation=aggregation), whats, strict=True
+    ):
+        assert_scalar(got, expected, rel=1e-9, what=what)
 
 
 @pytest.mark.parametrize("seed", range(6))
