@@ -152,6 +152,7 @@ class Collector:
             }
 
     def record_failure(self, nodeid: str, exc: BaseException) -> None:
+        """Keep why test `nodeid` failed: `exc`, unless an earlier failure already explains it."""
         entry = self.tests[nodeid]
         # The first failure explains the test; a later teardown error would only add noise.
         if not entry["message"]:
@@ -241,7 +242,8 @@ class OutcomesOnly:
         except (pytest.exit.Exception, KeyboardInterrupt):
             raise
         except pytest.skip.Exception as exc:
-            self.collector.tests[item.nodeid]["message"] = f"Skipped: {exc.msg}"
+            entry = self.collector.tests[item.nodeid]
+            entry["message"] = entry["message"] or f"Skipped: {exc.msg}"
             return "skipped"
         except BaseException as exc:  # noqa: BLE001 - as pytest: a test may raise anything
             self.collector.record_failure(item.nodeid, exc)
