@@ -134,6 +134,27 @@ def test_real_vocabulary_ids(impl):
     mask(impl.completion_mask(ids, eos, mask_truncated=True), [[1, 1, 0], [1, 0, 0], [0, 0, 0]])
 
 
+def test_an_eos_id_too_large_for_the_ids_ends_nothing(impl):
+    # A vocabulary id of 50256 can never occur in int16 or uint8 ids: nothing ends there.
+    for dtype in (np.int16, np.uint8, np.int8):
+        ids = np.array([[1, 2, 3], [4, 5, 6]], dtype=dtype)
+        mask(impl.completion_mask(ids, 50256), [[1, 1, 1], [1, 1, 1]], what=f"{dtype.__name__} ids")
+        mask(impl.completion_mask(ids, [50256, 5]), [[1, 1, 1], [1, 1, 0]],
+             what=f"{dtype.__name__} ids, EOS ids 50256 and 5")  # fmt: skip
+
+
+def test_long_completions_padded_with_eos(impl):
+    # Thousands of tokens, hundreds of them EOS padding: no count may wrap around (int8, int16).
+    for length in (300, 70_000):
+        ids = np.full((2, length), 2, dtype=np.int64)
+        ids[0, :100] = 7  # EOS at 100, then EOS padding to the end
+        ids[1, :] = 9  # truncated: no EOS anywhere
+        expected = np.zeros((2, length), dtype=np.int64)
+        expected[0, :101] = 1
+        expected[1, :] = 1
+        mask(impl.completion_mask(ids, EOS), expected, what=f"mask of {length}-token rows")
+
+
 def test_matches_a_plain_loop_on_random_batches(impl):
     rng = np.random.default_rng(0)
     for shape in [(16, 10), (1, 1), (1, 40), (40, 1), (7, 3)]:

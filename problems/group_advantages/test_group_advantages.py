@@ -168,6 +168,9 @@ def test_empty_rewards_give_an_empty_array(impl):
     assert_array(impl.group_advantages(np.zeros(0), 4), np.zeros(0), what="advantages of []")
     got = impl.group_advantages(np.zeros((0, 3)), 3)
     assert_array(got, np.zeros((0, 3)), what="advantages of a (0, 3) array")
+    for dtype in (np.int64, np.bool_):  # no rewards still follow the dtype rule: float64
+        got = impl.group_advantages(np.zeros((0,), dtype=dtype), 3)
+        assert_array(got, np.zeros(0), what=f"advantages of an empty {dtype.__name__} array")
 
 
 @pytest.mark.parametrize("case", VALUE_CASES, ids=cases.ids(VALUE_CASES))

@@ -352,7 +352,9 @@ def test_micro_batches_with_the_normalizer_give_the_whole_batch(impl, aggregatio
 def test_normalizer_replaces_the_denominator(impl):
     case = random_case(16, empty_row=True)
     for aggregation in AGGREGATIONS:
-        for normalizer in (100.0, 7, np.float64(2.5)):
+        # Any positive number: a count, a share of one (no clamping at 1), a numpy scalar, or
+        # a 0-d tensor, as a batch's mask.sum() is.
+        for normalizer in (100.0, 7, np.float64(2.5), 0.5, np.int64(5), torch.tensor(6.0)):
             loss, grad = expected(case, aggregation, normalizer=float(normalizer))
             record = backward(impl, case, aggregation=aggregation, normalizer=normalizer)
             what = f"{aggregation!r} loss with normalizer {normalizer!r}"
@@ -422,6 +424,7 @@ def test_mask_that_is_not_zero_or_one_raises_value_error(impl):
 def test_max_len_shorter_than_t_or_a_non_positive_normalizer_raises_value_error(impl):
     case = random_case(23)
     for options in (dict(aggregation="constant", max_len=4), dict(aggregation="constant", max_len=0),
+                    dict(aggregation="constant", max_len=4, normalizer=30),  # checked all the same
                     dict(normalizer=0.0),
                     dict(aggregation="token", normalizer=-5)):  # fmt: skip
         with pytest.raises(ValueError):

@@ -122,6 +122,22 @@ def test_huge_logits_do_not_overflow(impl, scale, temperature, dtype):
 
 
 @pytest.mark.parametrize(
+    "big, temperature, dtype", [(1e308, 10.0, np.float64), (3e38, 30.0, np.float32)],
+    ids=["float64", "float32"],
+)  # fmt: skip
+def test_logits_near_the_largest_float_with_a_warm_temperature(impl, big, temperature, dtype):
+    # logits / temperature is within the bounds, logits - max(logits) is not: divide first.
+    logits = np.array([[[big, -big, 0.0], [0.0, big, -big], [1.0, 2.0, 3.0]]], dtype=dtype)
+    ids = np.array([[0, 1, 2]])
+    got = impl.token_logprobs(logits, ids, 1, temperature=temperature)
+    expected = loop_logprobs(logits, ids, 1, temperature)
+    assert np.all(np.isfinite(expected)), expected
+    assert_logprobs(
+        got, expected, dtype, f"log-probs of logits of +-{big:g} at tau = {temperature}"
+    )
+
+
+@pytest.mark.parametrize(
     "gap, dtype",
     [(2000.0, np.float64), (740.0, np.float64), (120.0, np.float32), (102.0, np.float32)],
     ids=["2000", "740-subnormal", "120-float32", "102-subnormal-float32"],

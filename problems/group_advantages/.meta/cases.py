@@ -63,6 +63,7 @@ def cases():
         case("length-3-by-4", np.arange(3.0), 4, "fewer rewards than one group"),
         case("columns-3-by-2", np.ones((4, 3)), 2, "2-D with the wrong number of columns"),
         case("columns-3-by-12", np.ones((4, 3)), 12, "2-D read as if 1-D"),
+        case("columns-6-by-3", np.arange(12.0).reshape(2, 6), 3, "2-D rows of two groups each"),
         case("three-dimensional", np.ones((2, 2, 2)), 2, "more than 2 dimensions"),
         case("zero-dimensional", np.float64(1.0), 1, "a single number is not a batch"),
         case("nan", [0.0, 1.0, math.nan, 1.0], 2, "a NaN reward"),
