@@ -203,7 +203,8 @@ class Collector:
 
 class OutcomesOnly:
     """Runs each test's setup, call and teardown hooks and records the outcome in the
-    collector, without pytest's report of each phase (``--outcomes-only``, for the batch grader).
+    collector, without pytest's report of each phase (``--outcomes-only``: the batch grader's
+    and the site's runs on the server, which share its pytest command).
 
     Making, logging and printing those reports cost about 0.3 ms a test, a sixth of grading a
     class. Every plugin's setup, call and teardown hooks still run (fixtures, skip marks,
@@ -220,6 +221,7 @@ class OutcomesOnly:
         if item.get_closest_marker("xfail") is not None:
             return None
         ihook, session = item.ihook, item.session
+        self.collector.pytest_runtest_logstart(item.nodeid)  # a Stop says which test it ended
         started = time.perf_counter()
         outcome = self._phase(item, ihook.pytest_runtest_setup, "error")
         if outcome is None:
@@ -233,6 +235,7 @@ class OutcomesOnly:
         entry["outcome"], entry["duration"] = outcome, time.perf_counter() - started
         if outcome in ("failed", "error"):
             session.testsfailed += 1  # pytest's exit status: 1 when a test failed
+        self.collector.pytest_runtest_logfinish(item.nodeid)
         return True
 
     def _phase(self, item, hook, failure: str, **kwargs) -> str | None:

@@ -167,3 +167,14 @@ def test_the_problems_conftest_reseeds_before_every_test(tmp_path, extra):
     (tmp_path / "test_suite.py").write_text(RESEEDED, encoding="utf-8")
     collected = collect(tmp_path, *extra)
     assert [t["outcome"] for t in collected["tests"]] == ["passed"] * 3, collected["tests"]
+
+
+@pytest.mark.parametrize("extra", [(), ("--outcomes-only", "-s")], ids=["pytest", "outcomes"])
+def test_a_stop_says_which_test_it_ended(tmp_path, extra):
+    (tmp_path / "test_suite.py").write_text(
+        "def test_before():\n    pass\n\n\ndef test_stopped():\n    raise KeyboardInterrupt\n",
+        encoding="utf-8",
+    )
+    collected = collect(tmp_path, *extra)
+    assert collected["interrupted_at"]["test"] == "test_suite.py::test_stopped"
+    assert [t["outcome"] for t in collected["tests"]] == ["passed", "notrun"]
