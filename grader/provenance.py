@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.problems import Problem
+from grader.sources import reference_modules
 from grader.submissions import Submission
 
 RECORD_SUFFIX = ".pytest.json"
@@ -34,19 +35,11 @@ def _reference_imports(path: Path) -> frozenset[str]:
 # Every student's every problem asks: parse each file once per version of it, not each time.
 @functools.cache
 def _parsed_imports(path: Path, stamp: int) -> frozenset[str]:
-    found = set()
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError):
         return frozenset()
-    for node in ast.walk(tree):
-        names = []
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
-        found |= {n.split(".")[1] for n in names if n.startswith("reference.") and "." in n}
-    return frozenset(found)
+    return reference_modules(tree)
 
 
 def tests_files(problem: Problem) -> list[Path]:

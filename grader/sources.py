@@ -55,17 +55,32 @@ def _import_statements(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
     return sorted(found, key=lambda node: (node.lineno, node.col_offset))
 
 
+def _imported_modules(node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The absolute modules an import statement names (relative imports name none)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level or not node.module:
+        return []
+    if node.module == "reference":  # from reference import sample_group
+        return [f"reference.{alias.name}" for alias in node.names]
+    return [node.module]
+
+
+def reference_modules(tree: ast.Module) -> frozenset[str]:
+    """The reference modules a parsed file imports: ``{"kl_estimators"}`` for any of
+    ``import reference.kl_estimators``, ``from reference.kl_estimators import kl_k3`` and
+    ``from reference import kl_estimators``, at any depth."""
+    return frozenset(
+        module.split(".")[1]
+        for node in _import_statements(tree)
+        for module in _imported_modules(node)
+        if module.startswith("reference.")
+    )
+
+
 def _forbidden_import(name: str, tree: ast.Module, builds_on: tuple[str, ...]) -> str | None:
     for node in _import_statements(tree):
-        if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        elif node.level == 0 and node.module:
-            modules = [node.module]
-            if node.module == "reference":  # from reference import sample_group
-                modules = [f"reference.{alias.name}" for alias in node.names]
-        else:
-            continue
-        for module in modules:
+        for module in _imported_modules(node):
             package, _, rest = module.partition(".")
             if package not in KIT_PACKAGES:
                 continue

@@ -49,7 +49,10 @@ def per_token_loss(
     ratio = xp.exp(logp - logp_old)
     # The minimum keeps the pessimistic term: clipping removes incentive, never a penalty.
     surrogate = xp.minimum(ratio * A, xp.clip(ratio, 1 - epsilon, 1 + epsilon_high) * A)
-    loss = -(surrogate - beta * kl_k3(logp, logp_ref))
+    loss = -surrogate
+    if beta != 0:
+        # Left out at beta = 0, not weighted by 0: a k3 that overflows to inf would give 0 * inf.
+        loss = loss + beta * kl_k3(logp, logp_ref)
     return loss if mask is None else xp.where(keep, loss, 0.0)
 
 

@@ -7,6 +7,7 @@ everybody else is graded.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import csv
 import json
@@ -33,7 +34,7 @@ from grader.batch import (
     split_collected,
 )
 from grader.problems import KIT_ROOT, get_problem
-from grader.sources import MAX_SOURCE_BYTES, check_source
+from grader.sources import MAX_SOURCE_BYTES, check_source, reference_modules
 
 SLUG = "grpo_objective"
 PROBLEM = get_problem(SLUG)
@@ -108,6 +109,22 @@ def test_check_source_explains_what_is_wrong(data, reason):
 )  # fmt: skip
 def test_an_import_of_the_kit_is_found_at_any_depth(source, line):
     assert f"(line {line})" in check_source(SLUG, source.encode())
+
+
+def test_reference_modules_names_every_form_of_import_at_any_depth():
+    # What the sandbox shows a problem and what a rerun hashes both come from this.
+    source = (
+        "import numpy, reference.kl_estimators as kl\n"
+        "from reference.masked_token_loss import per_token_loss\n"
+        "from reference import group_stats, token_logprobs as tl\n"
+        "from . import reference\n"  # relative: not the kit's package
+        "from .reference.gpt import GPT\n"
+        "import referencex.y\n"
+        "def f():\n    if x:\n        pass\n    else:\n        import reference.tasks\n"
+    )
+    assert reference_modules(ast.parse(source)) == {
+        "kl_estimators", "masked_token_loss", "group_stats", "token_logprobs", "tasks",
+    }  # fmt: skip
 
 
 def test_check_source_accepts_the_reference():

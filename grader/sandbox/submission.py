@@ -29,7 +29,7 @@ from grader.problems import REFERENCE_DIR, Problem, ProblemSpecError, all_proble
 from grader.sandbox import frames
 from grader.sandbox.forkserver import SERVERS, ForkServer, Key, StudentProcess
 from grader.sandbox.limits import SandboxLimits
-from grader.sources import check_source
+from grader.sources import check_source, reference_modules
 from grader.submissions import REJECTED_SUFFIX
 
 LIMITS_ENV = "GRPO_KIT_SANDBOX_LIMITS"  # JSON of call_s, total_s, memory_mb: the batch's options
@@ -37,17 +37,9 @@ MAX_BYTES = 512 * 1024 * 1024  # all the replies of one submission together
 OUTPUT_TAIL = 2000
 
 
-def _reference_imports(path: Path) -> set[str]:
+def _reference_imports(path: Path) -> frozenset[str]:
     """The reference modules a file imports (``from reference.x import ...``)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        names = []
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names = [node.module]
-        found |= {n.split(".")[1] for n in names if n.startswith("reference.")}
-    return found
+    return reference_modules(ast.parse(path.read_text(encoding="utf-8")))
 
 
 def visible_reference(problem: Problem) -> tuple[str, ...]:

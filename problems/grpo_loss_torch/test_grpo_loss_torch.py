@@ -55,9 +55,11 @@ def token_terms(case, epsilon=0.2, beta=0.04, epsilon_high=None):
     rho, log_r = torch.exp(lp - lo), lr - lp
     r = torch.exp(log_r)
     clipped = torch.clamp(rho, 1 - epsilon, 1 + high)
-    loss = -(torch.minimum(rho * a, clipped * a) - beta * (torch.expm1(log_r) - log_r))
+    loss = -torch.minimum(rho * a, clipped * a)
     unclipped_wins = rho * a <= clipped * a
-    slope = -torch.where(unclipped_wins, rho * a, 0.0) + beta * (1 - r)
+    slope = -torch.where(unclipped_wins, rho * a, 0.0)
+    if beta != 0:  # no KL term at beta = 0: an r that overflows must not give 0 * inf
+        loss, slope = loss + beta * (torch.expm1(log_r) - log_r), slope + beta * (1 - r)
     return torch.where(keep, loss, 0.0), torch.where(keep, slope, 0.0)
 
 
@@ -253,6 +255,7 @@ EXTREMES = [
     (-1.0, -1.0, -26.0, 0.0, 0.04),  # r = e^-25
     (-800.0, -800.0, -800.0, 1.5, 0.04),  # probabilities e^-800 = 0: rho = r = 1
     (-800.0, -790.0, -805.0, -1.0, 0.04),  # rho = e^-10, r = e^-5
+    (-800.0, -800.0, 0.0, 1.0, 0.0),  # r = e^800 is inf, but beta = 0: no KL term, not 0 * inf
 ]
 
 

@@ -53,7 +53,7 @@ def loop_loss(logp, logp_old, logp_ref, advantages, mask, epsilon=0.2, beta=0.04
             rho = math.exp(lp - lo)
             surrogate = min(rho * a, min(max(rho, 1 - epsilon), 1 + high) * a)
             log_r = lr - lp
-            kl = math.expm1(log_r) - log_r
+            kl = 0.0 if beta == 0 else math.expm1(log_r) - log_r  # no KL term at beta = 0
             sums[i] += -(surrogate - beta * kl)
             counts[i] += 1
     if aggregation == "sequence":
@@ -191,6 +191,8 @@ EXTREMES = [
     (-800.0, -800.0, -800.0, 1.5, 0.04),  # probabilities e^-800 = 0: rho = r = 1
     (-800.0, -790.0, -805.0, -1.0, 0.04),  # rho = e^-10, r = e^-5
     (-1000.0, -1003.0, -990.0, 0.5, 0.1),  # rho = e^3, r = e^10
+    (-800.0, -800.0, 0.0, 1.0, 0.0),  # r = e^800 is inf, but beta = 0: no KL term, not 0 * inf
+    (-750.0, -751.0, 5.0, -1.0, 0.0),  # rho = e, A < 0, r = e^755 with beta = 0
 ]
 
 
