@@ -127,19 +127,23 @@ class Session:
             self.test = request.get("test")
             reseed()
         target = self.target(request)
+        # Every statement says a solution leaves its inputs as they were: each call is checked,
+        # not only the tests written for it. A probe's arguments are its own business.
+        checked = request.get("op") != "probe"
         if request.get("op") != "calls":
             return self._call(target, request.get("args", []), request.get("kwargs", {}),
-                              request.get("observe"))  # fmt: skip
+                              request.get("observe"), checked)  # fmt: skip
         replies, raised = [], None
         calls = request.get("calls")
         for kwargs in calls if type(calls) is list else []:
-            reply, raised = self._call(target, [], kwargs)
+            reply, raised = self._call(target, [], kwargs, checked=True)
             replies.append(reply)
             if "value" not in reply:
                 break
         return {"replies": replies}, raised
 
-    def _call(self, target, args_data, kwargs_data, observe: bool = False):
+    def _call(self, target, args_data, kwargs_data, observe: bool = False,
+              checked: bool = False):  # fmt: skip
         args = values.decode(args_data)
         kwargs = values.decode(kwargs_data)
         raised = None
@@ -157,7 +161,33 @@ class Session:
                 reply |= {"args": values.encode(args), "kwargs": values.encode(kwargs)}
             except values.UnsupportedValue as exc:
                 reply = {"unsupported": f"an argument was replaced by {exc}"}
+        elif checked:
+            changed = _changed_arguments(args_data, kwargs_data, args, kwargs)
+            if changed:
+                reply = {"modified": changed}
         return reply, raised
+
+
+def _changed_arguments(args_data, kwargs_data, args: list, kwargs: dict) -> list[str]:
+    """The arguments that no longer encode as they came: what a call changed in place."""
+    if _encodes_as(args, args_data) and _encodes_as(kwargs, kwargs_data):
+        return []
+    before, before_kwargs = values.decode(args_data), values.decode(kwargs_data)
+    changed = [f"argument {i + 1}" for i, (old, new) in
+               enumerate(zip(before, args, strict=False)) if not _same(old, new)]  # fmt: skip
+    changed += [repr(name) for name in kwargs if not _same(before_kwargs.get(name), kwargs[name])]
+    return changed or ["arguments"]
+
+
+def _encodes_as(value, data) -> bool:
+    try:
+        return values.encode(value) == data
+    except values.UnsupportedValue:
+        return False
+
+
+def _same(old, new) -> bool:
+    return _encodes_as(new, values.encode(old))
 
 
 def read_reply(reply, what: str, budget: values.Budget | None = None,
@@ -177,6 +207,14 @@ def read_reply(reply, what: str, budget: values.Budget | None = None,
         raise exception
     if "unsupported" in reply:
         raise SubmissionError(f"{what} returned {str(reply['unsupported'])[:500]}")
+    if "modified" in reply:
+        changed = reply["modified"]
+        names = ", ".join(str(n)[:100] for n in changed[:10]) if type(changed) is list else ""
+        raise SubmissionError(
+            f"{what} changed its input {names or 'arguments'} in place: the statement says "
+            "inputs are not modified. Work on a copy (np.array(x, copy=True), t.clone()) or "
+            "without in-place operations (x = x - m, not x -= m)."
+        )
     return decode_for(reply.get("value"), what, budget)
 
 

@@ -42,7 +42,11 @@ from grader.submissions import (
 
 LAYOUTS = ("plain", "canvas", "moodle", "gradescope")
 CANVAS_FILE = re.compile(r"(?P<name>[^_]+)_(?P<late>LATE_)?(?P<uid>\d+)_(?P<sub>\d+)_(?P<file>.+)")
-MOODLE_FOLDER = re.compile(r"(?P<name>.+?)_(?P<pid>\d+)_assign(?:submission|feedback)_\w+?_?")
+# Moodle appends "_<id>_assignsubmission_<plugin>_" to a full name the student may choose: the
+# folder's id is the last such suffix. A loose file's name also ends in the student's own file
+# name, so one that holds the pattern twice is ambiguous and is not filed under either id.
+MOODLE_FOLDER = re.compile(r"(?P<name>.+)_(?P<pid>\d+)_assign(?:submission|feedback)_[a-z]+_?")
+MOODLE_MARK = re.compile(r"_\d+_assignsubmission_(?:file|onlinetext)_")
 MOODLE_FILE = re.compile(
     r"(?P<name>.+?)_(?P<pid>\d+)_assignsubmission_(?:file|onlinetext)_(?P<file>.+)"
 )
@@ -158,6 +162,11 @@ def _moodle(root: Path, problems: list[Problem]) -> ClassDownload:
             continue
         folder = MOODLE_FOLDER.fullmatch(entry.name) if entry.is_dir() else None
         loose = MOODLE_FILE.fullmatch(entry.name) if entry.is_file() else None
+        if loose and len(MOODLE_MARK.findall(entry.name)) > 1:
+            download.warnings.append(f"skipped {printable(entry.name)!r}: its name reads as "
+                                     "more than one participant's; put it in the student's "
+                                     "folder (Full Name_id_assignsubmission_file_)")  # fmt: skip
+            continue
         match = folder or loose
         if not match:
             download.warnings.append(f"skipped {printable(entry.name)!r}: not a Moodle "

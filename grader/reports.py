@@ -75,7 +75,8 @@ def csv_text(rows: list[list]) -> str:
 def write_atomically(path: Path, text: str) -> None:
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        temporary.write_text(text, encoding="utf-8")
+        # "replace": a stray surrogate in a student's text must not lose the whole report.
+        temporary.write_text(text, encoding="utf-8", errors="replace")
         os.replace(temporary, path)
     except BaseException:  # Ctrl-C included: leave no half-written file behind
         temporary.unlink(missing_ok=True)

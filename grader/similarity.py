@@ -27,34 +27,38 @@ MIN_KGRAMS = 12  # distinctive k-grams a submission needs to be compared at all
 BUILTINS = frozenset(dir(builtins))
 
 
-class _Tokens(ast.NodeVisitor):
-    def __init__(self):
-        self.tokens: list[str] = []
-        self.names: dict[str, str] = {}
+def _walk_tokens(tree: ast.Module) -> list[str]:
+    """Node by node in source order, without recursion: a long enough expression (1 + 1 + ...,
+    a thousand terms) parses but nests deeper than Python's recursion limit."""
+    tokens: list[str] = []
+    names: dict[str, str] = {}
 
-    def name(self, identifier: str) -> str:
+    def name(identifier: str) -> str:
         if identifier in BUILTINS:
             return identifier
-        return self.names.setdefault(identifier, f"v{len(self.names) + 1}")
+        return names.setdefault(identifier, f"v{len(names) + 1}")
 
-    def generic_visit(self, node: ast.AST) -> None:
-        self.tokens.append(type(node).__name__)
+    pending: list[ast.AST] = [tree]
+    while pending:
+        node = pending.pop()
+        tokens.append(type(node).__name__)
         if isinstance(node, ast.Name):
-            self.tokens.append(self.name(node.id))
+            tokens.append(name(node.id))
         elif isinstance(node, ast.arg):
-            self.tokens.append(self.name(node.arg))
+            tokens.append(name(node.arg))
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            self.tokens.append(self.name(node.name))
+            tokens.append(name(node.name))
             node.body = _without_docstring(node.body)
         elif isinstance(node, ast.Attribute):
-            self.tokens.append(node.attr)
+            tokens.append(node.attr)
         elif isinstance(node, ast.Constant):
-            self.tokens.append(type(node.value).__name__)
+            tokens.append(type(node.value).__name__)
         elif isinstance(node, ast.alias):
-            self.tokens.append(node.name)
+            tokens.append(node.name)
         elif isinstance(node, ast.keyword):
-            self.tokens.append(str(node.arg))
-        super().generic_visit(node)
+            tokens.append(str(node.arg))
+        pending.extend(reversed(list(ast.iter_child_nodes(node))))
+    return tokens
 
 
 def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
@@ -71,9 +75,7 @@ def tokens(source: str) -> list[str]:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     tree.body = _without_docstring(tree.body)
-    visitor = _Tokens()
-    visitor.visit(tree)
-    return visitor.tokens
+    return _walk_tokens(tree)
 
 
 def kgrams(source: str) -> set[int]:

@@ -64,6 +64,13 @@ class Submission:
     submitted_at: datetime | None = None
     marked_late: bool = False  # the LMS says late, without a time
 
+    def __post_init__(self):
+        # From file names (undecodable bytes arrive as lone surrogates) or an LMS's metadata:
+        # made text that every report and gradebook can be written in.
+        self.name, self.email, self.sid = (
+            printable(str(v)) for v in (self.name, self.email, self.sid)
+        )
+
     def submitted(self, slug: str) -> bool:
         """Whether a file was handed in for `slug` (even one that cannot run)."""
         return slug in self.sources or slug in self.rejected
@@ -85,7 +92,11 @@ class Submission:
 
 def printable(name: str) -> str:
     """A file name as it can be shown and saved (undecodable bytes become U+FFFD)."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")[:200]
+    try:
+        data = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no byte gave, as an LMS's metadata may hold
+        data = name.encode("utf-8", "surrogatepass")
+    return data.decode("utf-8", "replace")[:200]
 
 
 def valid_student(name: str) -> bool:

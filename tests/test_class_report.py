@@ -44,6 +44,13 @@ def test_similar_files_are_found_whatever_their_names():
     assert similar_groups({"ada": REFERENCE, "bob": "def grpo_objective(:\n"}) == []
 
 
+def test_an_expression_nested_past_the_recursion_limit_is_compared_too():
+    # 1 + 1 + ... with 2,000 terms parses (and grades), but nests 2,000 levels deep.
+    deep = REFERENCE + "\n_PAD = " + " + ".join(["1"] * 2000) + "\n"
+    assert tokens(deep)[: len(tokens(REFERENCE))] == tokens(REFERENCE)
+    assert [g.students for g in similar_groups({"ada": REFERENCE, "eve": deep})] == [("ada", "eve")]
+
+
 def test_the_report_of_a_generated_class(tmp_path, capsys):
     export = tmp_path / "download" / "assignment_5_export"
     people = {"ada": REFERENCE, "grace": disguised(REFERENCE), "alan": WRONG, "edsger": ONE,

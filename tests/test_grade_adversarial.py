@@ -49,7 +49,7 @@ CONTROL_OF = {"nan_result": "control_nan", "broadcasting_array": "control_wrong_
 # others may break their own process and earn less.
 WELL_BEHAVED = {"nan_result", "broadcasting_array", "lying_eq", "poison_inputs", "forge_protocol",
                 "print_fake_results", "reach_other_students", "kill_the_grader", "deep_folders",
-                "shared_memory_hog"}  # fmt: skip
+                "shared_memory_hog", "unwritable_text"}  # fmt: skip
 # Graded after everyone else (names sort last): says what earlier students left in its sandbox,
 # in /tmp and in System V IPC, where it would take room and memory from later students.
 WITNESS = "zz_witness"
@@ -252,6 +252,17 @@ def test_attack_gets_what_its_control_gets(batch, attack):
     book = gradebook(out)
     assert float(book[attack]["total"]) <= float(book[control]["total"])
     assert book[attack]["max"] == book["honest_a"]["max"]
+
+
+def test_the_class_report_is_written(batch, tmp_path):
+    # unwritable_text's message holds lone surrogates: they reach no file as such.
+    command = [sys.executable, "-m", "grader.cli", "report", str(batch["out"]),
+               "--out", str(tmp_path / "report")]  # fmt: skip
+    run = subprocess.run(command, cwd=KIT_ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (tmp_path / "report" / "index.html").is_file()
+    results = json.loads((batch["out"] / "unwritable_text" / "results.json").read_text())
+    assert "no answer \ufffd \ufffd" in results["tests"][0]["output"]
 
 
 def test_hidden_tests_and_reference_are_untouched(batch):

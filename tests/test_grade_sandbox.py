@@ -259,6 +259,17 @@ def test_the_solution_works_on_copies_and_observe_shows_its_changes(toy):
     assert type(seen.value) is np.float64 and seen.value == 6.0
 
 
+def test_a_call_that_changes_its_inputs_fails_every_test_that_makes_it(toy):
+    # Every statement promises untouched inputs: any plain call checks it, not only observe.
+    with pytest.raises(SubmissionError, match="changed its input argument 1 in place"):
+        toy.scale_in_place(np.ones(3))
+    with pytest.raises(SubmissionError, match="changed its input 'x' in place"):
+        toy.scale_in_place(x=[np.ones(2), 1])  # the list grows in place, then sum() fails
+    with pytest.raises(SubmissionError, match="changed its input 'x' in place"):
+        list(toy.scale_in_place.each([{"x": np.zeros(2)}, {"x": np.ones(2)}]))
+    assert toy.scale_in_place(np.zeros(3)) == 0.0  # 0 * 2 changes nothing
+
+
 def test_observe_keeps_the_exception_instead_of_raising(toy):
     seen = toy.scale.observe([1.0], factor=-1)
     assert isinstance(seen.error, ValueError) and seen.value is None

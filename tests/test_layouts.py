@@ -92,6 +92,21 @@ def test_moodle_folders_are_read_by_participant_id(tmp_path):
     assert f"did you mean {SLUG}.py?" in edsger.hints[SLUG]
 
 
+def test_a_full_name_cannot_file_work_under_another_participant(tmp_path):
+    # A student named "Eve_101_assignsubmission_file_" (id 105) must not become participant 101.
+    write(tmp_path / "Ada Lovelace_101_assignsubmission_file_" / f"{SLUG}.py", REFERENCE)
+    write(tmp_path / "Eve_101_assignsubmission_file__105_assignsubmission_file_" / f"{SLUG}.py")
+    # A loose file whose own name holds the pattern again could be 106's or 101's: neither.
+    write(tmp_path / f"Mallory_106_assignsubmission_file_x_101_assignsubmission_file_{SLUG}.py")
+    download = read_class(tmp_path, PROBLEMS)
+    students = by_id(download)
+    assert set(students) == {"101", "105"}
+    assert students["101"].sources == {SLUG: REFERENCE.encode()}
+    assert students["105"].name == "Eve_101_assignsubmission_file_"
+    assert students["105"].sources == {SLUG: WRONG.encode()}
+    assert any("Mallory_106" in w and "more than one participant" in w for w in download.warnings)
+
+
 # ------------------------------------------------------------------ Gradescope
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import struct
 import time
@@ -43,7 +44,33 @@ def parse(body: bytes) -> dict:
         raise FrameError(f"malformed frame: {str(exc)[:200]}") from None
     if type(message) is not dict:
         raise FrameError("a frame must hold a JSON object")
+    if b"\\ud" in body or b"\\uD" in body:  # rare: honest frames hold base64 and plain text
+        _replace_lone_surrogates(message)
     return message
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _replace_lone_surrogates(message: dict) -> None:
+    """JSON's \\udXXX escapes can make text that is not Unicode (a lone surrogate): any report
+    or gradebook it reached could not be written. Each becomes U+FFFD, in keys and values."""
+    pending: list = [message]
+    while pending:
+        node = pending.pop()
+        if type(node) is dict:
+            entries = [(_LONE_SURROGATE.sub("\ufffd", k), v) for k, v in node.items()]
+            node.clear()
+            node.update(entries)
+            keys = list(node)
+        else:
+            keys = range(len(node))
+        for key in keys:
+            value = node[key]
+            if type(value) is str:
+                node[key] = _LONE_SURROGATE.sub("\ufffd", value)
+            elif type(value) in (dict, list):
+                pending.append(value)
 
 
 def _length(header: bytes) -> int:
