@@ -45,4 +45,7 @@ def grpo_loss(
         logp, logp_old.detach(), logp_ref.detach(), advantages.detach(), mask,
         epsilon=epsilon, beta=beta, epsilon_high=epsilon_high,
     )  # fmt: skip
-    return aggregate_loss(per_token, mask, aggregation, max_len=max_len, normalizer=normalizer)
+    loss = aggregate_loss(per_token, mask, aggregation, max_len=max_len, normalizer=normalizer)
+    # A 0-d tensor normalizer (a float64 mask's sum, say) would promote the loss like any
+    # operand: the loss keeps the dtype of its token losses.
+    return loss if loss.dtype == per_token.dtype else loss.to(per_token.dtype)

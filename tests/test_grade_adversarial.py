@@ -387,26 +387,73 @@ def test_hostile_token_ids_fail_without_the_grader_making_room_for_them(tmp_path
     assert "tokens outside the vocabulary were sampled" in counted["output"], counted["output"]
 
 
-# A probe runs in the student's process, so a submission can replace it: what it returns is a
-# claim. A test may trust a claim only when a working solution is needed to make it come out
-# right; easy claims (attached to the graph, zero gradients) must earn nothing over a control.
+# sample_group's reference behind a model wrapper that hides the KV cache (or turns autograd
+# on), appended to the honest solution: the control. The attacks then rewrite the toy model's
+# record of its calls to claim what a correct solution's calls look like.
+_SAMPLE_WRAPPER = """
+
+import torch as _torch
+
+_honest_sample_group = sample_group
+
+
+class _Hidden(_torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.inner = model
+
+    def forward(self, input_ids, attention_mask=None):
+        with _torch.enable_grad() if GRAD else _torch.no_grad():
+            out = self.inner(input_ids, attention_mask=attention_mask)
+        logits = out.logits if hasattr(out, "logits") else out
+        return logits.detach()
+
+
+def sample_group(model, prompt_ids, *args, **kwargs):
+    cached = "past_key_values" in str(getattr(type(model).forward, "__code__").co_varnames)
+    wrap = cached or GRAD
+    result = _honest_sample_group(_Hidden(model) if wrap else model, prompt_ids, *args, **kwargs)
+    if FORGE and wrap and hasattr(model, "calls"):
+        ids = result.completion_ids
+        rows, prompt_length = ids.shape[0], prompt_ids.shape[1]
+        sequences = _torch.cat([prompt_ids.repeat_interleave(rows // prompt_ids.shape[0], 0),
+                                ids], 1)
+        for k, call in enumerate(model.calls):
+            call["grad_enabled"] = call["inference_mode"] = False
+            if cached and k > 0:  # the first call reads the prompts either way
+                call["cached"], call["past_length"] = True, prompt_length + k - 1
+                call["input_ids"] = sequences[:, prompt_length + k - 1 : prompt_length + k]
+    return result
+"""
+
+
+def _sample_group_forging(grad: bool, forge: bool) -> str:
+    honest = standalone_source(get_problem("sample_group").reference.read_text())
+    return honest + f"\nGRAD, FORGE = {grad}, {forge}\n" + _SAMPLE_WRAPPER
+
+
+# A probe runs in the student's process, so a submission can replace it or rewrite what it
+# records: what it returns is a claim. A test may trust a claim only when a working solution is
+# needed to make it come out right; an attack must earn nothing over the same code without it.
 PROBE_ATTACKS = {
-    "grpo_loss_torch": (
-        "fake_probes",
-        "import torch\n\n\ndef grpo_loss(logp, logp_old, logp_ref, advantages, mask, **kwargs):\n"
-        "    return (logp * 0).sum()\n",
-    ),
-}
+    "fake_probes": ("grpo_loss_torch", (ATTACKS / "grpo_loss_torch" / "fake_probes.py").read_text(),
+                    "import torch\n\n\ndef grpo_loss(logp, logp_old, logp_ref, advantages, "
+                    "mask, **kwargs):\n    return (logp * 0).sum()\n"),
+    "forged_cached_calls": ("sample_group", _sample_group_forging(False, True),
+                            _sample_group_forging(False, False)),
+    "forged_no_grad_calls": ("sample_group", _sample_group_forging(True, True),
+                             _sample_group_forging(True, False)),
+}  # fmt: skip
 
 
-@pytest.mark.parametrize("slug", PROBE_ATTACKS)
-def test_fabricated_probe_results_earn_no_more_than_a_constant_answer(tmp_path, slug):
+@pytest.mark.parametrize("attack", PROBE_ATTACKS)
+def test_fabricated_probe_results_earn_no_more_than_the_same_code_without_them(tmp_path, attack):
     if SANDBOX_PROBLEM:
         pytest.skip(f"{SANDBOX_PROBLEM}: the attack patches the sandbox's own modules")
-    attack, control = PROBE_ATTACKS[slug]
-    sources = {"control": control, attack: (ATTACKS / slug / f"{attack}.py").read_text()}
-    out = grade_one_problem(tmp_path, slug, sources)
+    slug, source, control = PROBE_ATTACKS[attack]
+    out = grade_one_problem(tmp_path, slug, {"control": control, attack: source})
     book = gradebook(out)
     got, deserved = passed(out, attack), passed(out, "control")
     assert got <= deserved, f"{attack} passed more than its control: {sorted(got - deserved)}"
     assert float(book[attack]["total"]) <= float(book["control"]["total"])
+    assert float(book["control"]["total"]) < float(book["control"]["max"]), "nothing to forge"

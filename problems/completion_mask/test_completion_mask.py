@@ -143,6 +143,23 @@ def test_an_eos_id_too_large_for_the_ids_ends_nothing(impl):
              what=f"{dtype.__name__} ids, EOS ids 50256 and 5")  # fmt: skip
 
 
+def test_eos_ids_are_compared_by_value_never_wrapped_around(impl):
+    # Cast to the ids' dtype, 50256 would wrap to a token that does occur: 80 in uint8 and
+    # int8, -15280 in int16; 258 to 2 in uint8. 2**63 does not fit int64, -1 fits no uint.
+    for dtype, wrapped in ((np.uint8, 80), (np.int8, 80), (np.int16, -15280)):
+        ids = np.array([[1, wrapped, 3], [wrapped, 5, 6]], dtype=dtype)
+        mask(impl.completion_mask(ids, 50256), [[1, 1, 1], [1, 1, 1]],
+             what=f"{dtype.__name__} ids holding {wrapped}, EOS id 50256")  # fmt: skip
+    ids = np.array([[5, 2, 7]], dtype=np.uint8)
+    mask(impl.completion_mask(ids, 258), [[1, 1, 1]], what="uint8 ids, EOS id 258")
+    mask(impl.completion_mask(ids, [-1, 2]), [[1, 1, 0]], what="uint8 ids, EOS ids -1 and 2")
+    mask(impl.completion_mask(ids, -1), [[1, 1, 1]], what="uint8 ids, EOS id -1")
+    big = np.array([[5, 2**63, 7]], dtype=np.uint64)
+    mask(impl.completion_mask(big, 2**63), [[1, 1, 0]], what="uint64 ids, EOS id 2**63")
+    mask(impl.completion_mask(np.array([[5, 2, 7]]), [2**70, 7]), [[1, 1, 1]],
+         what="int64 ids, EOS ids 2**70 and 7")  # fmt: skip
+
+
 def test_long_completions_padded_with_eos(impl):
     # Thousands of tokens, hundreds of them EOS padding: no count may wrap around (int8, int16).
     for length in (300, 70_000):

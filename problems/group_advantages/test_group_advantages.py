@@ -119,6 +119,10 @@ def test_equal_rewards_give_exactly_zero_on_every_path(impl):
     got = impl.group_advantages(np.float32([0.1, 0.1, 0.1, 0.3]), 2, eps=0.0)
     assert_exact_zeros(got[:2], (2,), "float32 advantages of [0.1, 0.1]")
     assert_array(got[2:], [-0.70710677, 0.70710677], rtol=1e-6, what="float32 advantages")
+    for kwargs in ({}, {"scale_by_std": False}):  # every group constant: still float32
+        got = impl.group_advantages(np.float32([1, 1, 0, 0]), 2, **kwargs)
+        assert got.dtype == np.float32, f"float32 constant groups ({kwargs}) gave {got.dtype}"
+        assert_exact_zeros(got, (4,), f"float32 constant groups ({kwargs})")
 
 
 def test_different_rewards_are_never_treated_as_equal(impl):
@@ -171,6 +175,10 @@ def test_empty_rewards_give_an_empty_array(impl):
     for dtype in (np.int64, np.bool_):  # no rewards still follow the dtype rule: float64
         got = impl.group_advantages(np.zeros((0,), dtype=dtype), 3)
         assert_array(got, np.zeros(0), what=f"advantages of an empty {dtype.__name__} array")
+    for shape in ((0,), (0, 3)):  # and floats keep their dtype
+        got = impl.group_advantages(np.zeros(shape, dtype=np.float32), 3)
+        assert_array(got, np.zeros(shape, dtype=np.float32), what=f"float32 rewards of {shape}")
+        assert got.dtype == np.float32, f"float32 rewards of shape {shape} gave {got.dtype}"
 
 
 @pytest.mark.parametrize("case", VALUE_CASES, ids=cases.ids(VALUE_CASES))
@@ -192,10 +200,11 @@ def test_dtype_is_kept_for_floats_and_float64_otherwise(impl):
         (np.float16([1, 0, 1, 0]), "a float16 array", np.float16),
     ]
     for rewards, what, dtype in checks:
-        for scale_by_std in (True, False):
-            got = impl.group_advantages(rewards, 2, scale_by_std=scale_by_std)
+        for scale_by_std, group_size in ((True, 2), (False, 2), (True, 1), (False, 1)):
+            got = impl.group_advantages(rewards, group_size, scale_by_std=scale_by_std)
             assert isinstance(got, np.ndarray) and got.dtype == dtype, (
-                f"advantages of {what} (scale_by_std={scale_by_std}) should be a {dtype.__name__} "
+                f"advantages of {what} (G = {group_size}, scale_by_std={scale_by_std}) should "
+                f"be a {dtype.__name__} "
                 f"array, got {type(got).__name__} {getattr(got, 'dtype', '')}"
             )
 

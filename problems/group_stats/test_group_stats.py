@@ -112,6 +112,23 @@ def test_reward_std_of_a_single_reward_is_zero(impl):
     # Two rewards already have a sample std: |0 - 1| / sqrt(2).
     got = impl.group_stats([0.0, 1.0], 1, [[1, 1, 0], [1, 0, 0]], [False, False])
     assert_scalar(got["reward_std"], math.sqrt(0.5), rel=1e-12, what="reward_std of [0, 1]")
+    got = impl.group_stats([0.0, 1.0], 2, [[1, 1, 0], [1, 0, 0]], [False, False])
+    assert_scalar(got["reward_std"], math.sqrt(0.5), rel=1e-12, what="reward_std of one group")
+
+
+def test_stds_of_rewards_far_from_zero(impl):
+    # Rewards of 1e9 + {0, 1, 2}: E[x^2] - E[x]^2 cancels to 0 there; the spread is still 1.
+    got = impl.group_stats(np.array([1e9, 1e9 + 1, 1e9 + 2]), 3, np.ones((3, 1)), np.zeros(3))
+    assert_scalar(got["reward_std"], 1.0, rel=1e-9, what="reward_std of 1e9 + [0, 1, 2]")
+    assert_scalar(got["within_group_reward_std"], 1.0, rel=1e-9, what="its within-group std")
+    assert_scalar(got["frac_reward_zero_std"], 0.0, what="frac_reward_zero_std of 1e9 + [0, 1, 2]")
+    # The zero-std threshold is absolute at any magnitude: a spread of 1 is a spread.
+    got = impl.group_stats(np.array([1e9, 1e9 + 1]), 2, np.ones((2, 1)), np.zeros(2))
+    assert_scalar(got["frac_reward_zero_std"], 0.0, what="frac_reward_zero_std of [1e9, 1e9 + 1]")
+    rewards = np.array([0.1, 0.7, 0.5, 0.3])
+    got = impl.group_stats(rewards, 2, np.ones((4, 2)), np.zeros(4, dtype=bool))
+    assert_scalar(got["within_group_reward_std"], (0.6 + 0.2) / 2 / math.sqrt(2), rel=1e-12,
+                  what="within_group_reward_std of [0.1, 0.7], [0.5, 0.3]")  # fmt: skip
 
 
 def test_within_group_reward_std_is_the_mean_of_group_sample_stds(impl):
@@ -391,6 +408,7 @@ def test_does_not_modify_its_inputs(impl):
 
 BAD_INPUTS = {
     "6 rewards in groups of 4": dict(group_size=4),
+    "2 rewards in a group of 3": dict(rewards=[0.0, 1.0], mask=MASK[:2], truncated=TRUNCATED[:2]),
     "group_size 0": dict(group_size=0),
     "group_size -3": dict(group_size=-3),
     "group_size 3.0": dict(group_size=3.0),
@@ -413,6 +431,7 @@ BAD_INPUTS = {
     "ratios of shape (6, 1)": dict(ratios=RATIOS[:, :1], advantages=ADVANTAGES),
     "advantages of length 5": dict(ratios=RATIOS, advantages=ADVANTAGES[:5]),
     "advantages of shape (6, 1)": dict(ratios=RATIOS, advantages=ADVANTAGES[:, None]),
+    "advantages per token, (6, 4)": dict(ratios=RATIOS, advantages=np.ones_like(RATIOS)),
 }
 
 

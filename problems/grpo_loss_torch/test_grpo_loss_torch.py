@@ -5,6 +5,7 @@ runs, so the probes in probes.py call backward there and send the gradients back
 compare them with the derivative of the statement's formula, written out below.
 """
 
+import itertools
 import math
 
 import numpy as np
@@ -36,9 +37,13 @@ def random_case(seed: int, batch: int = 4, length: int = 5, empty_row: bool = Fa
     return {k: v.to(dtype) if k in FLOATS else v for k, v in case.items()}
 
 
-def with_garbage(case: dict, value: float) -> dict:
+def with_garbage(case: dict, value) -> dict:
+    """`value` in the padding of logp, logp_old and logp_ref, or one value for each of them."""
     padding = case["mask"] == 0
-    return {k: v.masked_fill(padding, value) if k in FLOATS[:3] else v for k, v in case.items()}
+    garbage = dict(
+        zip(FLOATS[:3], value if isinstance(value, tuple) else (value,) * 3, strict=True)
+    )
+    return {k: v.masked_fill(padding, garbage[k]) if k in garbage else v for k, v in case.items()}
 
 
 def token_terms(case, epsilon=0.2, beta=0.04, epsilon_high=None):
@@ -144,11 +149,13 @@ def test_loss_dtype_is_the_promoted_dtype_of_the_inputs(impl):
     case = random_case(5)
     for dtypes, result in combinations:
         typed = {k: case[k].to(d) for k, d in zip((*FLOATS, "mask"), dtypes, strict=True)}
-        for aggregation in AGGREGATIONS:
-            got = impl.grpo_loss(**typed, aggregation=aggregation)
+        # A normalizer plays no part either, even a 0-d tensor: the mask's own sum, say.
+        normalizers = (None, np.float64(5.0), typed["mask"].sum(), torch.tensor(5.0, dtype=f64))
+        for aggregation, normalizer in itertools.product(AGGREGATIONS, normalizers):
+            got = impl.grpo_loss(**typed, aggregation=aggregation, normalizer=normalizer)
             assert got.dtype == result, (
                 f"inputs of dtypes {[str(d) for d in dtypes]} should give a {result} loss "
-                f"({aggregation!r}), got {got.dtype}"
+                f"({aggregation!r}, normalizer {normalizer!r}), got {got.dtype}"
             )
 
 
@@ -323,7 +330,8 @@ def test_batch_without_tokens_gives_zero_and_zero_gradients(impl):
 def test_padding_reaches_neither_the_loss_nor_the_gradient(impl, aggregation):
     case = random_case(14, empty_row=True)
     loss, grad = expected(case, aggregation)
-    for garbage in (math.nan, math.inf, -math.inf, 1e6):
+    # Large finite garbage that differs between the three: its ratio and k3 overflow to inf.
+    for garbage in (math.nan, math.inf, -math.inf, 1e6, (1e6, -1e6, 0.0), (-1e6, 0.0, 1e6)):
         dirty = with_garbage(case, garbage)
         assert_tensor(impl.grpo_loss(**dirty, aggregation=aggregation), loss, rtol=1e-10,
                       what=f"loss with {garbage} in the padding")  # fmt: skip

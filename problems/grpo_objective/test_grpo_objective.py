@@ -183,6 +183,11 @@ def test_float32_inputs_are_computed_in_float64(impl):
     expected = objective(*as64, beta=1.0)
     got = impl.grpo_objective(rhos, A, pi_old, pi_ref, beta=1.0)
     assert_scalar(got, expected, rel=1e-12, what="objective of float32 inputs")
+    # A float32 epsilon too: its value, 0.200000003, with 1 - epsilon taken in float64.
+    epsilon = np.float32(0.2)
+    got = impl.grpo_objective([0.7], [-1e6], [1.0], [1.0], epsilon=epsilon, beta=np.float32(0))
+    assert_scalar(got, -(1.0 - float(epsilon)) * 1e6, rel=1e-12,
+                  what="objective with epsilon = np.float32(0.2): rho 0.7 clipped to 1 - epsilon")  # fmt: skip
 
 
 def test_returns_a_python_float(impl):

@@ -47,6 +47,13 @@ class LogitsOnly(torch.nn.Module):
         return self.model(input_ids, attention_mask=attention_mask).logits
 
 
+class NeedsMask(LogitsOnly):
+    """A causal LM that must be told its attention mask, as the statement's call passes it."""
+
+    def forward(self, input_ids, *, attention_mask):
+        return super().forward(input_ids, attention_mask)
+
+
 class NeverEnds(LogitsOnly):
     """A causal LM that never emits EOS: every completion is truncated."""
 
@@ -74,6 +81,7 @@ class EndsLast(LogitsOnly):
 WRAPPERS = {
     None: lambda model: model,
     "logits_only": LogitsOnly,
+    "needs_mask": NeedsMask,
     "never_ends": NeverEnds,
     "ends_last": EndsLast,
 }

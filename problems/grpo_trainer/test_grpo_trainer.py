@@ -234,6 +234,9 @@ LOGPS_CASES = {
     "a model returning bare logits": dict(
         G=4, prompt=P, completion=L, temperature=0.7, wrap="logits_only"
     ),
+    "a model that must be given its attention mask": dict(
+        G=2, prompt=P, completion=L, temperature=1.0, wrap="needs_mask"
+    ),
 }
 
 

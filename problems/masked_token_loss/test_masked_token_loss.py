@@ -355,6 +355,12 @@ def test_accepts_boolean_integer_and_float_masks(impl):
         got = impl.masked_token_loss(**example(logp_ref=LOGP_REF, mask=mask), aggregation="token")
         kind = getattr(mask, "dtype", "list")
         assert_scalar(got, expected, rel=1e-9, what=f"loss with a {kind} mask")
+    # 2,049 ones of a float16 mask: counted in float16 they would make 2,048.
+    zeros, mask = np.zeros((1, 2050)), np.r_[np.ones(2049), 0.0].astype(np.float16)[None]
+    for aggregation in ("sequence", "token"):
+        got = impl.masked_token_loss(zeros, zeros, zeros, np.ones(1), mask, aggregation=aggregation)
+        assert_scalar(got, -1.0, rel=1e-12,
+                      what=f"{aggregation!r} loss of 2,049 tokens of loss -1, float16 mask")  # fmt: skip
 
 
 def test_accepts_lists_integers_and_numpy_scalars(impl):
@@ -394,9 +400,10 @@ def test_advantages_not_of_shape_b_raise_value_error(impl):
 
 def test_log_probs_that_are_not_2d_raise_value_error(impl):
     flat = np.log([0.2, 0.5])
-    with pytest.raises(ValueError):
-        impl.masked_token_loss(flat, flat, flat, np.array([1.0, 1.0]), np.array([1, 1]))
-        pytest.fail("1-D log-probs were accepted")
+    for advantages in ([1.0, 1.0], [1.0]):  # [1.0]: as if the 1-D rows were one completion
+        with pytest.raises(ValueError):
+            impl.masked_token_loss(flat, flat, flat, np.array(advantages), np.array([1, 1]))
+            pytest.fail(f"1-D log-probs were accepted, with advantages {advantages}")
     cube = np.full((2, 3, 1), -1.0)
     with pytest.raises(ValueError):
         impl.masked_token_loss(cube, cube, cube, np.array([1.0, 1.0]), np.ones((2, 3, 1)))

@@ -188,6 +188,8 @@ def test_non_string_completion_gets_zero_without_raising(impl):
 
 def test_long_completions(impl):
     # 10^5 characters: the rules take linear time, and long content is content like any other.
+    # 13 batches of them: a scan that is quadratic in the length (half a second for one such
+    # completion) runs far past the 10 s a call may take; a linear one needs milliseconds.
     long = "x" * 100_000
     completions = [
         f"<think>{long}</think><answer>{long}</answer>",
@@ -195,10 +197,11 @@ def test_long_completions(impl):
         "<think>" * 20_000 + "</think><answer>1</answer>",
         f"<think>{long}<answer>1</answer>",
         " " * 100_000 + "x",
-    ]
-    assert_rewards(impl.format_reward(completions), [1.0, 1.0, 0.5, 0.0, 0.0])
-    got = impl.correctness_reward(completions, [1, 42, 1, 1, 1])
-    assert_rewards(got, [0.0, 1.0, 1.0, 1.0, 0.0], what="correctness of long completions")
+        "<think>" + "<" * 99_900 + "</think><answer>1</answer>",
+    ] * 13
+    assert_rewards(impl.format_reward(completions), [1.0, 1.0, 0.5, 0.0, 0.0, 1.0] * 13)
+    got = impl.correctness_reward(completions, [1, 42, 1, 1, 1, 1] * 13)
+    assert_rewards(got, [0.0, 1.0, 1.0, 1.0, 0.0, 1.0] * 13, what="correctness of long completions")
 
 
 # ----- extract_answer -----
@@ -334,6 +337,9 @@ def test_digit_groups(impl):
         ("1,,234", 1234),
         ("1 234", 1234),
         ("1.234,5", 1234.5),
+        ("1.234,567", 1.234567),
+        ("1.234,567", "1.234567"),
+        ("0.000,1", 0.0001),
         ("1,234.567,8", "1234.5678"),
         ("1234", "1,2,3,4"),
         ("12345", "1,2345"),

@@ -61,6 +61,8 @@ def sample(
         after = {
             "grad_enabled_after": torch.is_grad_enabled(),
             "inference_mode_after": torch.is_inference_mode_enabled(),
+            # Where the call left its random source (the global one when none was given).
+            "next_draw": float(torch.rand((), generator=generator)),
         }
     finally:
         torch.set_grad_enabled(grad_enabled)  # whatever the solution did, later tests run as usual

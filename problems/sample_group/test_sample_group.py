@@ -403,7 +403,10 @@ def test_accepts_numpy_scalars_and_integers_as_settings(impl):
 
 
 def test_samples_under_no_grad_not_inference_mode(impl):
-    result = sample(impl, CONTEXT, prompts([1, 2]), 2, 3, 0)
+    # A strict model answers a call with autograd or inference mode on with other logits: the
+    # samples show it, whatever the calls say.
+    spec = CONTEXT | {"strict": True}
+    result = sample(impl, spec, prompts([1, 2]), 2, 3, 0)
     for step, call in enumerate(result["calls"]):
         assert not call["grad_enabled"], (
             f"call {step + 1} of the model ran with autograd on: sample under torch.no_grad()"
@@ -417,6 +420,8 @@ def test_samples_under_no_grad_not_inference_mode(impl):
         f"the completion ids cannot feed a forward pass that is differentiated: "
         f"{result['backward_error']}"
     )
+    check_completions(result, 0)
+    check_logprobs(result, spec, prompts([1, 2]), 2)
 
 
 # ----- the sampling distribution, with a model whose distribution is known -----
@@ -443,6 +448,12 @@ DISTRIBUTIONS = {
     "temperature with top_k": (
         P4, {"temperature": 0.5, "top_k": 3},
         np.array([*np.square(P4[:3]), 0]) / np.square(P4[:3]).sum(),
+    ),
+    # Logits 1.50000036 and 1.50000048, neighbouring float32 numbers, are one number once
+    # divided by 0.7: top-k, which comes after the temperature, keeps the tie.
+    "top_k ties after the temperature": (
+        [4.481690673115262, 4.481691207374455, math.exp(-5.0), math.exp(-5.0)],
+        {"temperature": 0.7, "top_k": 1}, [0.5, 0.5, 0, 0],
     ),
 }  # fmt: skip
 
@@ -551,6 +562,15 @@ def test_without_a_generator_the_global_seed_decides(impl):
         "with generator=None, sample from torch's global generator (another global seed, "
         "other samples)"
     )
+    # The global generator is used as a given one is, and left where that one is left.
+    given = sample(impl, CONTEXT, prompt_ids, 4, 6, 0, seed=11, global_seed=99)
+    assert torch.equal(first["completion_ids"], given["completion_ids"]), (
+        "with generator=None and global seed 11, draw what a generator seeded 11 draws"
+    )
+    assert first["next_draw"] == given["next_draw"], (
+        "with generator=None, torch's global generator should advance as a given generator "
+        "does: draw from it, not from a new generator seeded like it"
+    )
 
 
 # ----- how the model is called -----
@@ -575,7 +595,8 @@ def test_without_a_cache_every_call_reads_the_whole_sequence(impl):
 
 @pytest.mark.parametrize("cache", ["tuple", "object"])
 def test_with_a_kv_cache_each_call_reads_only_the_newest_token(impl, cache):
-    spec = {"kind": "CachedContextLM", "seed": 3, "cache": cache}
+    # Strict: rereading what the cache holds gets other logits, whatever the calls say.
+    spec = {"kind": "CachedContextLM", "seed": 3, "cache": cache, "strict": True}
     prompt_ids = prompts([1, 2, 3], [4, 5, 6])
     result = sample(impl, spec, prompt_ids, 3, 7, [0, 4], temperature=1.3)
     check_fields(result, 6, 7, 8)
@@ -586,7 +607,8 @@ def test_with_a_kv_cache_each_call_reads_only_the_newest_token(impl, cache):
 
 def test_cached_and_uncached_models_give_the_same_samples(impl):
     for prompt_ids in (prompts([1, 2, 3], [4, 5, 6]), prompts([2], [5], [7])):  # P = 3, P = 1
-        cached = sample(impl, {"kind": "CachedContextLM", "seed": 4}, prompt_ids, 3, 7, 0, seed=5)
+        strict = {"kind": "CachedContextLM", "seed": 4, "strict": True}
+        cached = sample(impl, strict, prompt_ids, 3, 7, 0, seed=5)
         plain = sample(impl, {"kind": "ContextLM", "seed": 4}, prompt_ids, 3, 7, 0, seed=5)
         assert torch.equal(cached["completion_ids"], plain["completion_ids"])
         assert_tensor(cached["logprobs"], plain["logprobs"], what="log-probs with the cache")
@@ -602,6 +624,8 @@ BAD_ARGUMENTS = {
     "top_p=0": {"top_p": 0.0},
     "top_p<0": {"top_p": -0.5},
     "top_p>1": {"top_p": 1.5},
+    "top_p=nan": {"top_p": math.nan},
+    "temperature=nan": {"temperature": math.nan},
     "num_generations=0": {"num_generations": 0},
     "max_new_tokens=0": {"max_new_tokens": 0},
     "1-D prompt_ids": {"prompt_ids": torch.tensor([1, 2, 3])},

@@ -30,7 +30,16 @@ class ToyLM(torch.nn.Module):
     def __init__(self, **init_kwargs):
         super().__init__()
         self.init_kwargs = init_kwargs
+        self.strict = bool(init_kwargs.get("strict", False))
         self.calls: list[dict] = []
+
+    def judged(self, logits: torch.Tensor, reread: bool = False) -> torch.Tensor:
+        """The logits a call gets: a `strict` model answers a call the statement forbids (with
+        autograd or inference mode on, or rereading a sequence its KV cache holds) with the
+        negated logits. `calls` only says how the model was called, and a solution controls
+        what its own process reports; it does not control what it then sampled."""
+        forbidden = torch.is_grad_enabled() or torch.is_inference_mode_enabled() or reread
+        return -logits if self.strict and forbidden else logits
 
     def record(self, input_ids, attention_mask=None, past_length: int = 0, cached=False):
         """Note one call of `forward`: plain data only, copied, so later steps cannot change it."""
@@ -59,9 +68,14 @@ class ContextLM(ToyLM):
     """
 
     def __init__(
-        self, seed: int = 0, vocab: int = VOCAB, max_len: int = 64, output: str = "tensor"
+        self,
+        seed: int = 0,
+        vocab: int = VOCAB,
+        max_len: int = 64,
+        output: str = "tensor",
+        strict: bool = False,
     ):
-        super().__init__(seed=seed, vocab=vocab, max_len=max_len, output=output)
+        super().__init__(seed=seed, vocab=vocab, max_len=max_len, output=output, strict=strict)
         self._weights(seed, vocab, max_len)
         self.output = output
 
@@ -79,7 +93,7 @@ class ContextLM(ToyLM):
 
     def forward(self, input_ids, attention_mask=None):
         self.record(input_ids, attention_mask)
-        logits = self.logits(input_ids)
+        logits = self.judged(self.logits(input_ids))
         return SimpleNamespace(logits=logits) if self.output == "object" else logits
 
 
@@ -110,8 +124,9 @@ class CachedContextLM(ContextLM):
     gives other logits.
     """
 
-    def __init__(self, seed: int = 0, vocab: int = VOCAB, max_len: int = 64, cache: str = "tuple"):
-        ToyLM.__init__(self, seed=seed, vocab=vocab, max_len=max_len, cache=cache)
+    def __init__(self, seed: int = 0, vocab: int = VOCAB, max_len: int = 64, cache: str = "tuple",
+                 strict: bool = False):  # fmt: skip
+        ToyLM.__init__(self, seed=seed, vocab=vocab, max_len=max_len, cache=cache, strict=strict)
         self._weights(seed, vocab, max_len)
         self.output, self.cache = "object", cache
 
@@ -124,7 +139,9 @@ class CachedContextLM(ContextLM):
             past = past_key_values[0]
         self.record(input_ids, attention_mask, past.shape[1], past_key_values is not None)
         sequence = torch.cat([past, input_ids], dim=1)
-        logits = self.logits(sequence)[:, past.shape[1] :]
+        # Only the first call reads the prompts without a cache; a later one rereads them.
+        reread = past_key_values is None and len(self.calls) > 1
+        logits = self.judged(self.logits(sequence)[:, past.shape[1] :], reread)
         cache = None
         if use_cache and self.cache == "object":
             cache = past_key_values if isinstance(past_key_values, ToyCache) else ToyCache(past)

@@ -151,6 +151,25 @@ def test_very_unlikely_tokens_keep_an_exact_log_prob(impl, gap, dtype):
     assert_logprobs(got, [[expected]], dtype, f"log-prob of a token with logit gap {gap:g}")
 
 
+def test_a_subnormal_temperature_divides_the_logits(impl):
+    # 1 / 1e-310 overflows to inf; 1e-5 / 1e-310 = 1e305 is within the statement's bounds.
+    logits = np.array([[[1e-5, 0.0], [0.0, 0.0]]])
+    got = impl.token_logprobs(logits, np.array([[0, 1]]), 1, temperature=1e-310)
+    assert_logprobs(got, np.array([[-1e305]]), np.float64, "log-prob at tau = 1e-310")
+    got = impl.token_logprobs(logits, np.array([[0, 0]]), 1, temperature=1e-310)
+    assert_logprobs(got, np.array([[0.0]]), np.float64, "log-prob of the likely token")
+
+
+def test_ids_beyond_32767_pick_their_own_token(impl):
+    # A real vocabulary (Qwen2: 151,936 tokens) has ids that int16 cannot hold.
+    logits = np.zeros((1, 2, 40000))
+    logits[0, 0, 35000:] = 1.0
+    for token, logit in ((35000, 1.0), (34999, 0.0), (39999, 1.0)):
+        got = impl.token_logprobs(logits, np.array([[0, token]]), 1)
+        expected = logit - math.log(35000 + 5000 * math.e)
+        assert_logprobs(got, np.array([[expected]]), np.float64, f"log-prob of token {token}")
+
+
 def test_uniform_logits_give_minus_log_v(impl):
     logits = np.full((2, 4, 8), 3.5)
     ids = np.array([[0, 7, 3, 1], [5, 5, 5, 5]])
@@ -201,7 +220,7 @@ def test_prompt_length_outside_1_to_t_minus_1_raises_value_error(impl):
 
 def test_non_positive_temperature_raises_value_error(impl):
     logits, ids = random_batch(B=2, T=5, V=4)
-    for temperature in (0.0, -1.0, -0.5, 0):
+    for temperature in (0.0, -1.0, -0.5, 0, math.nan):
         with pytest.raises(ValueError):
             impl.token_logprobs(logits, ids, 2, temperature=temperature)
             pytest.fail(f"temperature {temperature} should raise ValueError")
@@ -216,6 +235,7 @@ def test_mismatched_shapes_raise_value_error(impl):
         ((2, 5, 4, 1), (2, 5)),  # one axis too many
         ((2, 5, 4), (2, 5, 1)),  # ids with an extra axis
         ((1, 5, 4), (5,)),  # ids without the batch axis
+        ((5, 4), (5,)),  # one sequence without its batch axis
     ]
     for logits_shape, ids_shape in shapes:
         logits, ids = np.zeros(logits_shape), np.zeros(ids_shape, dtype=np.int64)

@@ -45,6 +45,7 @@ def cases():
         case(
             "tiny-spread-eps-0", [0.0, 1e-9, 5.0, 5.0 + 1e-12], 2, "the same with eps = 0", eps=0.0
         ),  # fmt: skip
+        case("few-ulps-apart", [1.0, 1.0 + 2**-50, 3.0, 3.0], 2, "a few ulps of spread", eps=0.0),
         case("large-offset", [1e8, 1e8 + 1, 1e8 + 3], 3, "rewards far from 0"),
         case("extreme-rewards", [-1e150, 1e150, 0.0, 1e-150], 2, "very large and very small"),
         case("random-groups", random.ravel(), 5, "groups on very different scales"),
@@ -64,6 +65,8 @@ def cases():
         case("columns-3-by-2", np.ones((4, 3)), 2, "2-D with the wrong number of columns"),
         case("columns-3-by-12", np.ones((4, 3)), 12, "2-D read as if 1-D"),
         case("columns-6-by-3", np.arange(12.0).reshape(2, 6), 3, "2-D rows of two groups each"),
+        case("columns-2-by-3", np.arange(6.0).reshape(3, 2), 3, "2-D with group_size as its rows"),
+        case("columns-5-by-3-empty", np.zeros((0, 5)), 3, "no prompts, wrong columns all the same"),
         case("three-dimensional", np.ones((2, 2, 2)), 2, "more than 2 dimensions"),
         case("zero-dimensional", np.float64(1.0), 1, "a single number is not a batch"),
         case("nan", [0.0, 1.0, math.nan, 1.0], 2, "a NaN reward"),
