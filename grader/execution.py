@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
+import numpy as np
+
 from grader import values
 from grader.errors import (
     SubmissionError,
@@ -146,6 +148,7 @@ class Session:
               checked: bool = False):  # fmt: skip
         args = values.decode(args_data)
         kwargs = values.decode(kwargs_data)
+        before = _states(args, kwargs) if checked and not observe else None
         raised = None
         try:
             reply = {"value": values.encode(target(*args, **kwargs))}
@@ -161,33 +164,39 @@ class Session:
                 reply |= {"args": values.encode(args), "kwargs": values.encode(kwargs)}
             except values.UnsupportedValue as exc:
                 reply = {"unsupported": f"an argument was replaced by {exc}"}
-        elif checked:
-            changed = _changed_arguments(args_data, kwargs_data, args, kwargs)
+        elif before is not None:
+            changed = _changed_arguments(before, args, kwargs)
             if changed:
                 reply = {"modified": changed}
         return reply, raised
 
 
-def _changed_arguments(args_data, kwargs_data, args: list, kwargs: dict) -> list[str]:
-    """The arguments that no longer encode as they came: what a call changed in place."""
-    if _encodes_as(args, args_data) and _encodes_as(kwargs, kwargs_data):
-        return []
-    before, before_kwargs = values.decode(args_data), values.decode(kwargs_data)
-    changed = [f"argument {i + 1}" for i, (old, new) in
-               enumerate(zip(before, args, strict=False)) if not _same(old, new)]  # fmt: skip
-    changed += [repr(name) for name in kwargs if not _same(before_kwargs.get(name), kwargs[name])]
-    return changed or ["arguments"]
+# Values no call can change in place: nothing to compare after it.
+_IMMUTABLE = (bool, int, float, complex, str, bytes, type(None))
 
 
-def _encodes_as(value, data) -> bool:
+def _state(value):
+    """What a call could change of `value` in place, in a form to compare; None if nothing."""
+    if type(value) is np.ndarray:  # most arguments: compared as bytes, without encoding
+        return value.dtype.str, value.shape, value.tobytes()
+    if type(value) in _IMMUTABLE or isinstance(value, np.generic):
+        return None
     try:
-        return values.encode(value) == data
-    except values.UnsupportedValue:
-        return False
+        return values.encode(value)
+    except values.UnsupportedValue as exc:  # an object the call put into a list, say
+        return f"replaced by {exc}"
 
 
-def _same(old, new) -> bool:
-    return _encodes_as(new, values.encode(old))
+def _states(args: list, kwargs: dict) -> list[tuple[str, object]]:
+    named = [(f"argument {i + 1}", arg) for i, arg in enumerate(args)]
+    named += [(repr(name), value) for name, value in kwargs.items()]
+    return [(where, _state(value)) for where, value in named]
+
+
+def _changed_arguments(before: list[tuple[str, object]], args: list, kwargs: dict) -> list[str]:
+    """The arguments a call changed in place, from their states before it (`_states`)."""
+    return [where for (where, old), (_, new) in zip(before, _states(args, kwargs), strict=True)
+            if old is not None and old != new]  # fmt: skip
 
 
 def read_reply(reply, what: str, budget: values.Budget | None = None,
@@ -209,7 +218,8 @@ def read_reply(reply, what: str, budget: values.Budget | None = None,
         raise SubmissionError(f"{what} returned {str(reply['unsupported'])[:500]}")
     if "modified" in reply:
         changed = reply["modified"]
-        names = ", ".join(str(n)[:100] for n in changed[:10]) if type(changed) is list else ""
+        changed = changed[:10] if type(changed) is list else []
+        names = ", ".join(name[:100] for name in changed if type(name) is str)
         raise SubmissionError(
             f"{what} changed its input {names or 'arguments'} in place: the statement says "
             "inputs are not modified. Work on a copy (np.array(x, copy=True), t.clone()) or "
