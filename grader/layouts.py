@@ -227,7 +227,8 @@ def _gradescope(root: Path, problems: list[Problem]) -> ClassDownload:
     seen: set[str] = set()
     for key, record in sorted(metadata.items(), key=lambda item: str(item[0])):
         folder = base / str(key)
-        if not isinstance(record, dict) or not folder.is_dir() or "/" in str(key):
+        if (not isinstance(record, dict) or not folder.is_dir() or "/" in str(key)
+                or str(key) in (".", "..")):  # fmt: skip
             download.warnings.append(f"skipped {printable(str(key))!r}: listed in "
                                      f"{GRADESCOPE_METADATA} but no such folder")  # fmt: skip
             continue

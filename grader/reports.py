@@ -55,14 +55,18 @@ class StudentResult:
 
 
 # A spreadsheet runs a cell that starts with one of these as a formula: a student's name or
-# a test's message must never become one.
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# a test's message must never become one. (Line feeds and the full-width forms too: some
+# spreadsheets trim the first or fold the second to ASCII.)
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 
 
 def _cell(value: object) -> object:
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return value
+    if not isinstance(value, str):
+        return value
+    # The writer quotes a field holding "\n" (its line end) but not a lone "\r", which readers
+    # take for the end of a row: a name holding one would start a row of its own.
+    value = value.replace("\r\n", "\n").replace("\r", "\n")
+    return "'" + value if value.startswith(FORMULA_STARTS) else value
 
 
 def csv_text(rows: list[list]) -> str:

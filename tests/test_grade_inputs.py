@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import csv
+import io
 import json
 import os
 import shutil
@@ -373,6 +374,18 @@ EXPECTED_STATUS = {
 
 # A student a spreadsheet would read as the formula +2+3 when the gradebook is opened.
 FORMULA = "+2+3"
+
+
+def test_no_csv_cell_starts_a_formula():
+    from grader.reports import FORMULA_STARTS, csv_text
+
+    for start in ("=", "+", "-", "@", "\t", "\n", "\uff1d", "\uff0b"):
+        assert start in FORMULA_STARTS
+        (row,) = csv.reader(io.StringIO(csv_text([[f"{start}1+1", 3, "fine"]]), newline=""))
+        assert row == [f"'{start}1+1", "3", "fine"]
+    # A carriage return, first or inside, must not end the row: it becomes a quoted line feed.
+    rows = list(csv.reader(io.StringIO(csv_text([["\r=1", "Eve\r101,x", 1]]), newline="")))
+    assert rows == [["'\n=1", "Eve\n101,x", "1"]]
 
 
 @pytest.fixture(scope="module")
