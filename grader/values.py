@@ -7,8 +7,9 @@ inputs or expected values), and a result is rebuilt here from data, so a returne
 a lying ``__eq__`` or a subclass with odd behaviour has nothing left to lie with.
 
 Plain values are None, bool, int, float, str, bytes, list, tuple, dict (str or int keys),
-numpy arrays and scalars of the dtypes in `DTYPES`, torch tensors (bfloat16 too) and
-dataclass instances, which come back as a `types.SimpleNamespace` of their fields. `decode`
+fractions.Fraction and decimal.Decimal (exact types), numpy arrays and scalars of the dtypes
+in `DTYPES`, torch tensors (bfloat16 too) and dataclass instances, which come back as a
+`types.SimpleNamespace` of their fields. `decode`
 checks everything it rebuilds against limits: nesting depth, elements per value, the size of
 every array dimension, string lengths; `Budget` can carry an element count across calls.
 
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import decimal
+import fractions
 import math
 import sys
 from types import SimpleNamespace
@@ -29,6 +32,7 @@ MAX_DEPTH = 32
 MAX_ELEMENTS = 4_000_000  # array elements and container items in one value, all together
 MAX_NDIM = 8
 MAX_STRING = 1_000_000
+MAX_DECIMAL = 1_000  # characters of a Decimal's text
 MAX_FIELDS = 256
 DTYPES = frozenset(
     ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -67,6 +71,10 @@ def encode(value, depth: int = 0):
         return value if math.isfinite(value) else {"__t": "float", "repr": repr(value)}
     if kind is list:
         return [encode(item, depth + 1) for item in value]
+    if kind is fractions.Fraction:
+        return {"__t": "fraction", "num": value.numerator, "den": value.denominator}
+    if kind is decimal.Decimal:
+        return {"__t": "decimal", "repr": str(value)}
     if isinstance(value, np.ndarray):
         return {"__t": "ndarray", **_array_payload(value)}
     if isinstance(value, np.generic):
@@ -192,6 +200,19 @@ def decode(obj, budget: Budget | None = None, depth: int = 0):
         return result
     if tag == "bytes":
         return _b64(obj.get("data"), 4 * MAX_STRING // 3 + 4)
+    if tag == "fraction":
+        num, den = obj.get("num"), obj.get("den")
+        if type(num) is not int or type(den) is not int or den <= 0:
+            raise ProtocolError("bad fraction")
+        return fractions.Fraction(num, den)
+    if tag == "decimal":
+        text = obj.get("repr")
+        try:
+            if type(text) is not str or len(text) > MAX_DECIMAL:
+                raise decimal.InvalidOperation
+            return decimal.Decimal(text)
+        except decimal.InvalidOperation:
+            raise ProtocolError("bad decimal") from None
     if tag == "ndarray":
         return _decode_array(obj, budget)
     if tag == "npscalar":

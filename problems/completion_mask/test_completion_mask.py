@@ -158,6 +158,9 @@ def test_eos_ids_are_compared_by_value_never_wrapped_around(impl):
     mask(impl.completion_mask(big, 2**63), [[1, 1, 0]], what="uint64 ids, EOS id 2**63")
     mask(impl.completion_mask(np.array([[5, 2, 7]]), [2**70, 7]), [[1, 1, 1]],
          what="int64 ids, EOS ids 2**70 and 7")  # fmt: skip
+    # As one numpy array, [2**53, 2**64 - 1] becomes float64, where 2**53 + 1 equals 2**53.
+    mask(impl.completion_mask(np.array([[2**53 + 1, 5]]), [2**53, 2**64 - 1]), [[1, 1]],
+         what="int64 ids holding 2**53 + 1, EOS ids 2**53 and 2**64 - 1")  # fmt: skip
 
 
 def test_long_completions_padded_with_eos(impl):

@@ -269,6 +269,11 @@ def test_clip_keys_appear_with_ratios_and_advantages(impl):
 def test_low_clip_ratio(impl):
     # 16 completion tokens; low-clipped: row 0 col 0, row 5 col 0.
     assert_scalar(clip_stats(impl)["clip_ratio/low_mean"], 2 / 16, what="clip_ratio/low_mean")
+    # The sign of the advantage, in float64: -1e-50 is negative (0 in float32).
+    got = impl.group_stats([0.0, 1.0], 2, [[1], [1]], [False, False], ratios=[[0.5], [1.0]],
+                           advantages=[-1e-50, 0.0])  # fmt: skip
+    assert_scalar(got["clip_ratio/low_mean"], 0.5, what="clip_ratio/low_mean, A = -1e-50")
+    assert_scalar(got["clip_ratio/region_mean"], 0.5, what="clip_ratio/region_mean, A = -1e-50")
 
 
 def test_high_clip_ratio(impl):
@@ -351,6 +356,11 @@ def test_no_completion_token_gives_zero_not_nan(impl):
     for key in CLIP_KEYS:
         assert_scalar(got[key], 0.0, what=key)
     assert_scalar(got["completions/mean_length"], 0.0)
+    # T = 0: completions of no position at all (the statement bounds T from above only).
+    got = impl.group_stats([1.0, 2.0], 2, np.zeros((2, 0)), [False, False],
+                           ratios=np.zeros((2, 0)), advantages=[1.0, -1.0])  # fmt: skip
+    for key in (*CLIP_KEYS, "completions/mean_length"):
+        assert_scalar(got[key], 0.0, what=f"{key} of completions with T = 0")
 
 
 def test_a_single_completion_token(impl):
@@ -419,6 +429,7 @@ BAD_INPUTS = {
     "NaN reward": dict(rewards=[1.0, np.nan, 0.0, 1.0, 1.0, 1.0]),
     "infinite reward": dict(rewards=[1.0, 0.0, 0.0, 1.0, -np.inf, 1.0]),
     "empty rewards": dict(rewards=[], mask=np.zeros((0, 4)), truncated=[]),
+    "empty 2-D rewards": dict(rewards=np.zeros((0, 3)), mask=np.zeros((0, 4)), truncated=[]),
     "mask with 5 rows": dict(mask=MASK[:5]),
     "1-D mask": dict(mask=MASK[:, 0]),
     "3-D mask": dict(mask=MASK[:, :, None]),

@@ -4,6 +4,9 @@ Most tests run a small table of texts through one function and report every row 
 so that one failure message shows the whole pattern of a mistake.
 """
 
+from decimal import Decimal
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -377,7 +380,8 @@ def test_float_ground_truths_compare_through_their_shortest_decimal(impl):
 
 def test_ground_truth_that_is_no_number_matches_nothing(impl):
     truths = [None, "forty-two", "", " ", "$42", "42%", [42], (42,), {"value": 42}, True, False,
-              float("nan"), float("inf"), -float("inf"), np.float32("nan"), np.float64("inf")]  # fmt: skip
+              float("nan"), float("inf"), -float("inf"), np.float32("nan"), np.float64("inf"),
+              Fraction(42), Fraction(1, 2), Decimal("42"), Decimal("1.0")]  # fmt: skip
     texts = ["42", "nan", "inf", "-inf", "1", "0", ""]
     check_answers(impl, [(text, truth) for text in texts for truth in truths], expected=0.0)
 
