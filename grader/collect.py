@@ -21,6 +21,9 @@ import pytest
 
 # What one test's printed output may send on: a print in a long loop can produce megabytes.
 OUTPUT_LIMIT = 20_000
+# And its message: a test that shows a returned value can show megabytes of it, the student's
+# choice (40 MB of bytes is 160 MB of repr), and every record and rerun would carry them.
+MESSAGE_LIMIT = 4_000
 # A frame seen this many times in a row is shown once more with a count, as CPython does:
 # infinite recursion would otherwise list a thousand identical frames.
 REPEATS_SHOWN = 3
@@ -40,8 +43,11 @@ def capped_log(text: str) -> str:
 def _short_message(exc: BaseException) -> str:
     text = str(exc)
     if isinstance(exc, AssertionError):
-        return text or "assertion failed"
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        text = text or "assertion failed"
+    else:
+        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    kept, cut = capped(text, MESSAGE_LIMIT)
+    return kept + (f" [{cut:,} more characters not shown]" if cut else "")
 
 
 def _exception_only(excinfo: pytest.ExceptionInfo) -> str:
@@ -189,7 +195,7 @@ class Collector:
             entry["outcome"] = "failed" if report.when == "call" else "error"
         elif report.skipped:
             entry["outcome"] = "skipped"
-            entry["message"] = str(report.longrepr[-1]) if report.longrepr else ""
+            entry["message"] = str(report.longrepr[-1])[:MESSAGE_LIMIT] if report.longrepr else ""
         elif report.when == "call":
             entry["outcome"] = "passed"
         if report.when == "teardown":

@@ -37,6 +37,9 @@ def test_fails():
 def test_raises():
     raise ValueError("bad value")
 
+def test_a_huge_message():
+    assert False, "x" * 1_000_000
+
 def test_exits():
     sys.exit(3)
 
@@ -118,9 +121,18 @@ def test_every_verdict_and_message_is_pytests_own(both):
         "test_skip_mark": "skipped",
         "test_xfail_that_fails": "skipped",
         "test_xfail_that_passes": "failed",
+        "test_a_huge_message": "failed",
         "test_parametrized[1]": "passed",
         "test_parametrized[2]": "failed",
     }
+
+
+def test_a_message_is_capped(both):
+    # A test may show a returned value in its message, and the student chooses its size.
+    for run in both:
+        (huge,) = [t["message"] for t in run["tests"] if t["function"] == "test_a_huge_message"]
+        assert huge.startswith("x" * 1000) and huge.endswith("more characters not shown]")
+        assert len(huge) < 5_000
 
 
 def test_the_first_failure_explains_the_test(both):

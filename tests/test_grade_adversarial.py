@@ -44,7 +44,8 @@ CONTROLS = {
     "control_wrong_array": "import numpy as np\n\n\ndef grpo_objective(*args, **kwargs):\n"
     "    return np.ones((3, 1))\n",
 }
-CONTROL_OF = {"nan_result": "control_nan", "broadcasting_array": "control_wrong_array"}
+CONTROL_OF = {"nan_result": "control_nan", "broadcasting_array": "control_wrong_array",
+              "huge_repr": "control_nan"}  # fmt: skip
 # These keep their process working, so they must earn exactly their control's points; the
 # others may break their own process and earn less.
 WELL_BEHAVED = {"nan_result", "broadcasting_array", "lying_eq", "poison_inputs", "forge_protocol",
@@ -314,6 +315,13 @@ def test_stalling_children_cost_the_batch_their_time_limit_only(batch):
     # Four attacks run into the 3 s limit once each (a failed problem fails its later tests
     # at once), one into its import: a batch of ~40 students must not take minutes.
     assert batch["seconds"] < 120, f"the batch took {batch['seconds']:.0f} s"
+
+
+def test_a_returned_value_cannot_swell_the_records(batch):
+    record = batch["out"] / "huge_repr" / f"{SLUG}.pytest.json"
+    assert record.stat().st_size < 1_000_000, f"{record.stat().st_size:,} bytes"
+    assert "bytes" in json.loads((batch["out"] / "huge_repr" / "results.json").read_text())[
+        "tests"][0]["output"]  # fmt: skip
 
 
 def test_shipped_config_files_are_ignored_and_reported(batch):

@@ -9,14 +9,29 @@ from __future__ import annotations
 
 import math
 import numbers
+import reprlib
 
 import numpy as np
+
+
+class _Shown(reprlib.Repr):
+    """A returned value as a message shows it: its beginning, never megabytes of it."""
+
+    def repr_bytes(self, value: bytes, level: int) -> str:
+        cut = len(value) > self.maxstring
+        return repr(value[: self.maxstring]) + (f"... ({len(value):,} bytes)" if cut else "")
+
+
+_SHOWN = _Shown()
+_SHOWN.maxstring = _SHOWN.maxother = 200
 
 
 def assert_scalar(got, expected: float, *, rel: float = 1e-6, abs: float = 1e-9, what="result"):
     """`got` is a real number (Python or numpy float, not bool) close to `expected`."""
     if isinstance(got, bool | np.bool_) or not isinstance(got, numbers.Real):
-        raise AssertionError(f"{what} should be a float, got {type(got).__name__}: {got!r}")
+        raise AssertionError(
+            f"{what} should be a float, got {type(got).__name__}: {_SHOWN.repr(got)}"
+        )
     got = float(got)
     if not math.isfinite(got):
         raise AssertionError(f"{what} should be finite, got {got}")
