@@ -8,7 +8,9 @@ model's exact logits (`logits`, which records nothing).
 The models are made of seeded tensors, so their logits are known exactly, and every call of
 `forward` is recorded in `calls` (what the model read, which attention mask, whether a KV
 cache came along, whether autograd or inference mode was on, the model's training flag) so
-that a probe can return how the model was used for the tests to judge.
+that a probe can return how the model was used, to explain a failure. The solution's process
+can rewrite that record, so a verdict never rests on it alone: a ``strict`` model answers a
+call the statement forbids with other logits (`ToyLM.judged`), and the samples show it.
 """
 
 from __future__ import annotations
