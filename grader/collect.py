@@ -34,9 +34,10 @@ def capped(text: str, limit: int = OUTPUT_LIMIT) -> tuple[str, int]:
     return text[:limit], max(0, len(text) - limit)
 
 
-def capped_log(text: str) -> str:
-    """pytest's own output, capped, saying how much was cut (for errors no test explains)."""
-    kept, cut = capped(text)
+def capped_log(text: str, limit: int = OUTPUT_LIMIT) -> str:
+    """`text` capped, saying how much was cut: pytest's own output (for errors no test
+    explains), or a test's message."""
+    kept, cut = capped(text, limit)
     return kept + (f"\n[{cut:,} more characters not shown]" if cut else "")
 
 
@@ -46,8 +47,7 @@ def _short_message(exc: BaseException) -> str:
         text = text or "assertion failed"
     else:
         text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    kept, cut = capped(text, MESSAGE_LIMIT)
-    return kept + (f" [{cut:,} more characters not shown]" if cut else "")
+    return capped_log(text, MESSAGE_LIMIT)
 
 
 def _exception_only(excinfo: pytest.ExceptionInfo) -> str:
@@ -195,7 +195,9 @@ class Collector:
             entry["outcome"] = "failed" if report.when == "call" else "error"
         elif report.skipped:
             entry["outcome"] = "skipped"
-            entry["message"] = str(report.longrepr[-1])[:MESSAGE_LIMIT] if report.longrepr else ""
+            entry["message"] = (
+                capped_log(str(report.longrepr[-1]), MESSAGE_LIMIT) if report.longrepr else ""
+            )
         elif report.when == "call":
             entry["outcome"] = "passed"
         if report.when == "teardown":

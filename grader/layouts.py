@@ -46,10 +46,8 @@ CANVAS_FILE = re.compile(r"(?P<name>[^_]+)_(?P<late>LATE_)?(?P<uid>\d+)_(?P<sub>
 # folder's id is the last such suffix. A loose file's name also ends in the student's own file
 # name, so one that holds the pattern twice is ambiguous and is not filed under either id.
 MOODLE_FOLDER = re.compile(r"(?P<name>.+)_(?P<pid>\d+)_assign(?:submission|feedback)_[a-z]+_?")
-MOODLE_MARK = re.compile(r"_\d+_assignsubmission_(?:file|onlinetext)_")
-MOODLE_FILE = re.compile(
-    r"(?P<name>.+?)_(?P<pid>\d+)_assignsubmission_(?:file|onlinetext)_(?P<file>.+)"
-)
+MOODLE_MARK = re.compile(r"_(?P<pid>\d+)_assignsubmission_(?:file|onlinetext)_")
+MOODLE_FILE = re.compile(rf"(?P<name>.+?){MOODLE_MARK.pattern}(?P<file>.+)")
 GRADESCOPE_METADATA = "submission_metadata.yml"
 MAX_DOWNLOAD_BYTES = 4 << 30  # a class's zip, unpacked
 MAX_DOWNLOAD_ENTRIES = 100_000

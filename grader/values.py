@@ -207,9 +207,9 @@ def decode(obj, budget: Budget | None = None, depth: int = 0):
         return fractions.Fraction(num, den)
     if tag == "decimal":
         text = obj.get("repr")
+        if type(text) is not str or len(text) > MAX_DECIMAL:
+            raise ProtocolError("bad decimal")
         try:
-            if type(text) is not str or len(text) > MAX_DECIMAL:
-                raise decimal.InvalidOperation
             return decimal.Decimal(text)
         except decimal.InvalidOperation:
             raise ProtocolError("bad decimal") from None
