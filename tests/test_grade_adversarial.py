@@ -440,6 +440,15 @@ def _sample_group_forging(grad: bool, forge: bool) -> str:
     return honest + f"\nGRAD, FORGE = {grad}, {forge}\n" + _SAMPLE_WRAPPER
 
 
+def _capstone(attack: str, forge: bool = True) -> str:
+    """The capstone's starter with the functions of tests/adversarial/grpo_trainer/<attack>.py
+    appended (they replace the stubs); `forge=False` keeps the bug and drops the forgery."""
+    source = (ATTACKS / "grpo_trainer" / f"{attack}.py").read_text()
+    if not forge:
+        source = source.replace("FORGE = True", "FORGE = False")
+    return get_problem("grpo_trainer").stub.read_text() + "\n\n" + source
+
+
 # A probe runs in the student's process, so a submission can replace it or rewrite what it
 # records: what it returns is a claim. A test may trust a claim only when a working solution is
 # needed to make it come out right; an attack must earn nothing over the same code without it.
@@ -451,6 +460,10 @@ PROBE_ATTACKS = {
                             _sample_group_forging(False, False)),
     "forged_no_grad_calls": ("sample_group", _sample_group_forging(True, True),
                              _sample_group_forging(True, False)),
+    "empty_tensors": ("grpo_trainer", _capstone("empty_tensors"),
+                      _capstone("empty_tensors", forge=False)),
+    "train_outside_grpo": ("grpo_trainer", _capstone("train_outside_grpo"),
+                           get_problem("grpo_trainer").stub.read_text()),
 }  # fmt: skip
 
 

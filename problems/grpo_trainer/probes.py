@@ -364,9 +364,9 @@ def train_reverse_digits(
     """grpo_step on each (prompt_ids, answers) of `batches` in turn, with the task's reward.
 
     Stops early, to save time, once the mean reward of the last three rollouts is above
-    `stop_above` (the test judges the weights itself, whatever the rollouts said). Returns
-    the weights after; for every step its rollout's completions and rewards and the reward
-    function's calls; and what the optimizer recorded at every step() (see Recording).
+    `stop_above` (the test judges the weights itself, whatever the rollouts said). Returns,
+    for every step, its rollout's completions and rewards, the reward function's calls and
+    the weights after it.
     """
     network = build_model(policy)
     recorder = build_optimizer(network, optimizer)
@@ -383,9 +383,10 @@ def train_reverse_digits(
                 "completion_ids": rollout["completion_ids"],
                 "rewards": rollout["rewards"],
                 "reward_calls": reward_fn.calls,
+                "weights": weights(network),
             }
         )
         means.append(float(torch.as_tensor(rollout["rewards"]).float().mean()))
         if stop_above is not None and len(means) >= 3 and sum(means[-3:]) / 3 > stop_above:
             break
-    return {"weights": weights(network), "steps": steps, "optimizer_steps": recorder.steps}
+    return {"steps": steps}

@@ -17,6 +17,7 @@ import torch
 from problems.support.asserts import assert_scalar, assert_tensor
 from reference.gpt import GPT, GPTConfig
 from reference.grpo_config import GRPOConfig
+from reference.sample_group import sample_group
 from reference.tasks import ReverseDigits
 
 TASK = ReverseDigits()
@@ -105,49 +106,69 @@ def sgd_optimize(policy: dict, rollout: dict, options: dict, lr: float, schedule
     the learning rate, the gradient applied (clipped), the loss, the norm and the log-probs."""
     cfg = GRPOConfig(**options)
     model = gpt(policy)
-    input_ids = torch.cat([rollout["prompt_ids"], rollout["completion_ids"]], 1)
-    mask = rollout["completion_mask"].float()
-    normalizer = denominator(mask, cfg)
     old, updates = None, []
     for k in range(cfg.num_iterations):
-        model.zero_grad()
-        logps = logps_of(model, input_ids, cfg.temperature)
-        old = logps.detach() if old is None else old  # the policy that sampled, kept
-        loss = grpo_loss(
-            logps, old, rollout["ref_logps"], rollout["advantages"], mask, cfg, normalizer
-        )
-        loss.backward()
-        norm = math.sqrt(sum(float(p.grad.square().sum()) for p in model.parameters()))
-        scale = 1.0
-        if cfg.max_grad_norm is not None:
-            scale = min(1.0, cfg.max_grad_norm / (norm + 1e-6))
-        lr_k = lr * (1.0 if schedule is None else schedule(k))
-        applied = {n: scale * p.grad.clone() for n, p in model.named_parameters()}
+        update = grpo_gradient(model, rollout, cfg, old)
+        old = update["logps"] if old is None else old  # the policy that sampled, kept
+        update["lr"] = lr * (1.0 if schedule is None else schedule(k))
+        update["grads"] = {n: p.grad.clone() for n, p in model.named_parameters()}
         with torch.no_grad():
             for name, p in model.named_parameters():
-                p -= lr_k * applied[name]
-        updates.append(
-            {
-                "lr": lr_k,
-                "grads": applied,
-                "loss": float(loss.detach()),
-                "norm": norm,
-                "logps": logps.detach(),
-            }
-        )
+                p -= update["lr"] * update["grads"][name]
+        updates.append(update)
     return {"weights": weights(model), "updates": updates, "old": old}
+
+
+def grpo_gradient(model: GPT, rollout: dict, cfg: GRPOConfig, old: torch.Tensor | None) -> dict:
+    """One iteration's backward pass of the GRPO loss on the whole batch, into the model's
+    .grad, clipped to cfg.max_grad_norm. `old`: the sampling policy's log-probs (None on the
+    first iteration: the model's own). Returns the loss, the norm before clipping and the
+    log-probs."""
+    model.zero_grad()
+    input_ids = torch.cat([rollout["prompt_ids"], rollout["completion_ids"]], 1)
+    mask = rollout["completion_mask"].float()
+    logps = logps_of(model, input_ids, cfg.temperature)
+    old = logps.detach() if old is None else old
+    loss = grpo_loss(
+        logps, old, rollout["ref_logps"], rollout["advantages"], mask, cfg, denominator(mask, cfg)
+    )
+    loss.backward()
+    norm = math.sqrt(sum(float(p.grad.square().sum()) for p in model.parameters()))
+    if cfg.max_grad_norm is not None:
+        scale = min(1.0, cfg.max_grad_norm / (norm + 1e-6))
+        for p in model.parameters():
+            p.grad *= scale
+    return {"loss": float(loss.detach()), "norm": norm, "logps": logps.detach()}
 
 
 def weights(model: torch.nn.Module) -> dict:
     return {name: p.detach().clone() for name, p in model.named_parameters()}
 
 
+def tensors_like(got, expected: dict, what: str, allow_none: bool = False) -> dict:
+    """`got` checked to be a dict of tensors with `expected`'s names, shapes and dtypes (None
+    allowed for a missing gradient): arithmetic would broadcast a tensor of a wrong shape (an
+    empty one, say) into a small error."""
+    if not isinstance(got, dict) or set(got) != set(expected):
+        names = sorted(got) if isinstance(got, dict) else type(got).__name__
+        raise AssertionError(f"{what}: expected the parameters {sorted(expected)}, got {names}")
+    for name, want in expected.items():
+        value = got[name]
+        if value is None and allow_none:
+            continue
+        if not isinstance(value, torch.Tensor):
+            raise AssertionError(f"{what}: {name} should be a tensor, got {type(value).__name__}")
+        if value.shape != want.shape or value.dtype != want.dtype:
+            raise AssertionError(
+                f"{what}: {name} should be a {want.dtype} tensor of shape {tuple(want.shape)}, "
+                f"got a {value.dtype} tensor of shape {tuple(value.shape)}"
+            )
+    return got
+
+
 def assert_moved_as(got: dict, expected: dict, start: dict, what: str, rtol: float = 1e-3):
     """The weights moved from `start` to `got` as a correct step moves them to `expected`."""
-    if set(got) != set(expected):
-        raise AssertionError(
-            f"{what}: expected the parameters {sorted(expected)}, got {sorted(got)}"
-        )
+    tensors_like(got, expected, what)
     size = math.sqrt(sum(float((expected[n] - start[n]).square().sum()) for n in expected))
     moved = math.sqrt(sum(float((got[n] - start[n]).square().sum()) for n in expected))
     errors = {n: float((got[n] - expected[n]).square().sum()) for n in expected}
@@ -160,7 +181,8 @@ def assert_moved_as(got: dict, expected: dict, start: dict, what: str, rtol: flo
 
 
 def assert_same_gradients(got: dict, expected: dict, what: str, rtol: float = 1e-3):
-    missing = [n for n in expected if got.get(n) is None]
+    tensors_like(got, expected, what, allow_none=True)
+    missing = [n for n in expected if got[n] is None]
     assert not missing, f"{what}: no gradient reached {missing}"
     size = math.sqrt(sum(float(g.square().sum()) for g in expected.values()))
     error = math.sqrt(sum(float((got[n] - g).square().sum()) for n, g in expected.items()))
@@ -787,10 +809,10 @@ def test_gradients_are_clipped_to_max_grad_norm(impl, max_grad_norm):
     expected = sgd_optimize(tiny(0), rollout, options, SGD["lr"])
     last = expected["updates"][-1]
     assert last["norm"] > 10 * 0.05, "the case should clip"
+    start = weights(gpt(tiny(0)))
     for k, step in enumerate(got["steps"]):
-        norm = math.sqrt(
-            sum(float(g.square().sum()) for g in step["grads"].values() if g is not None)
-        )
+        grads = tensors_like(step["grads"], start, f"update {k + 1}'s gradient", allow_none=True)
+        norm = math.sqrt(sum(float(g.square().sum()) for g in grads.values() if g is not None))
         wanted = expected["updates"][k]["norm"] if max_grad_norm is None else max_grad_norm
         assert math.isclose(norm, wanted, rel_tol=1e-3), (
             f"update {k + 1} applied a gradient of norm {norm:.4g}, expected {wanted:.4g} "
@@ -816,7 +838,8 @@ def test_masked_completions_do_not_train(impl):
     rollout["completion_mask"][0] = 0  # nothing left to train on: nothing may move
     got = optimize(impl, tiny(0), rollout, options)
     start = weights(gpt(tiny(0)))
-    moved = [n for n, w in got["weights"].items() if not torch.equal(w, start[n])]
+    after = tensors_like(got["weights"], start, "the weights after a fully masked batch")
+    moved = [n for n, w in after.items() if not torch.equal(w, start[n])]
     assert not moved, f"a batch whose completions are all masked moved {moved}"
     assert_scalar(got["result"]["loss"], 0.0, abs=1e-9, what="the loss of a fully masked batch")
 
@@ -949,14 +972,51 @@ def greedy_reward(model: GPT, n: int = 200) -> float:
     return sum(TASK.reward(TASK.tokenizer.decode_batch(ids[:, P:]), answers)) / n
 
 
+def task_rollout(prompt_ids: torch.Tensor, completion_ids: torch.Tensor, answers: list) -> dict:
+    """What GRPO learns from: the task's rewards of G = 8 completions per prompt, scaled by
+    their group's std, and the completions' tokens up to EOS."""
+    per_row = [answer for answer in answers for _ in range(8)]
+    rewards = torch.tensor(TASK.reward(TASK.tokenizer.decode_batch(completion_ids), per_row))
+    groups = rewards.double().reshape(-1, 8)
+    advantages = (groups - groups.mean(1, keepdim=True)) / (groups.std(1, keepdim=True) + 1e-8)
+    advantages = torch.where(groups.std(1, keepdim=True) > 0, advantages, 0.0).reshape(-1)
+    return dict(
+        prompt_ids=prompt_ids.repeat_interleave(8, 0),
+        completion_ids=completion_ids,
+        completion_mask=eos_mask(completion_ids),
+        advantages=advantages.float(),
+        ref_logps=None,
+    )
+
+
 def test_grpo_step_learns_to_reverse_digits(impl):
     prompts_rng = torch.Generator().manual_seed(0)
     batches = [TASK.sample(32, prompts_rng) for _ in range(25)]
     options = dict(max_completion_length=L, beta=0.0, num_iterations=4, num_generations=8)
-    adamw = {"kind": "AdamW", "lr": 3e-3, "record_grads": 1}  # the first update's gradient
+    adamw = {"kind": "AdamW", "lr": 3e-3, "record_grads": 0}
     got = impl.probe.train_reverse_digits(LEARNER, adamw, batches, EOS, options, 1, stop_above=0.6)
-    for k, (step, (_, answers)) in enumerate(zip(got["steps"], batches, strict=False)):
-        per_row = [answer for answer in answers for _ in range(8)]
+    steps = got["steps"]
+    assert 1 <= len(steps) <= len(batches), f"{len(steps)} steps reported for {len(batches)}"
+
+    # The training is replayed here, step by step, from the weights the learner's step began
+    # with: its rollout must be the one sample_group draws from that policy with the step's
+    # generator, scored once by the reward function, and its update GRPO's from that rollout.
+    # Only then do the weights it reached say that GRPO taught the policy.
+    cfg = GRPOConfig(**options)
+    model = gpt(LEARNER)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=adamw["lr"])
+    generator = torch.Generator().manual_seed(1)
+    for k, (step, (prompt_ids, answers)) in enumerate(zip(steps, batches, strict=False)):
+        with torch.no_grad():
+            sampled = sample_group(model, prompt_ids, 8, L, EOS, generator=generator)
+        assert_tensor(
+            step["completion_ids"],
+            sampled.completion_ids,
+            rtol=0,
+            atol=0,
+            what=f"step {k + 1}'s completions (sample_group's draws from the policy as the step "
+            "found it, with the step's generator)",
+        )
         calls = step["reward_calls"]
         assert len(calls) == 1 and torch.equal(
             calls[0]["completion_ids"], step["completion_ids"]
@@ -964,39 +1024,28 @@ def test_grpo_step_learns_to_reverse_digits(impl):
             f"step {k + 1}: the reward function must score the rollout's sampled completions, "
             f"once (it was called {len(calls)} times)"
         )
+        per_row = [answer for answer in answers for _ in range(8)]
         assert calls[0]["answers"] == per_row, f"step {k + 1}: reward_fn got the wrong answers"
-        scores = TASK.reward(TASK.tokenizer.decode_batch(step["completion_ids"]), per_row)
+        rollout = task_rollout(prompt_ids, sampled.completion_ids, answers)
+        scores = TASK.reward(TASK.tokenizer.decode_batch(sampled.completion_ids), per_row)
         assert_tensor(
             step["rewards"].float(),
             torch.tensor(scores),
             atol=1e-6,
             what=f"step {k + 1}'s rollout rewards",
         )
-    # It learns from the rewards: its first update is GRPO's, on the first rollout.
-    first = got["steps"][0]["completion_ids"]
-    per_row = [answer for answer in batches[0][1] for _ in range(8)]
-    rewards = torch.tensor(TASK.reward(TASK.tokenizer.decode_batch(first), per_row))
-    groups = rewards.double().reshape(-1, 8)
-    advantages = (groups - groups.mean(1, keepdim=True)) / (groups.std(1, keepdim=True) + 1e-8)
-    advantages = torch.where(groups.std(1, keepdim=True) > 0, advantages, 0.0).reshape(-1)
-    rollout = dict(
-        prompt_ids=batches[0][0].repeat_interleave(8, 0),
-        completion_ids=first,
-        completion_mask=eos_mask(first),
-        advantages=advantages.float(),
-        ref_logps=None,
-    )
-    update = sgd_optimize(LEARNER, rollout, {**options, "num_iterations": 1}, 0.0)["updates"][0]
-    assert_same_gradients(
-        got["optimizer_steps"][0]["grads"],
-        update["grads"],
-        "the first update of training (GRPO's, from the first rollout's rewards)",
-    )
-    model = gpt(LEARNER)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(got["weights"][name])
-    # The reference's trained policy scores about 0.8 here (an untrained one 0.0).
+        before, old = weights(model), None
+        for _ in range(cfg.num_iterations):
+            logps = grpo_gradient(model, rollout, cfg, old)["logps"]
+            old = logps if old is None else old  # the policy that sampled
+            optimizer.step()
+        after = tensors_like(step["weights"], before, f"the weights after step {k + 1}")
+        # 1%: Adam divides by the root of tiny second moments, which turns rounding into
+        # error; the reference's own steps land within 0.06% of these over 17 steps.
+        assert_moved_as(after, weights(model), before, f"step {k + 1}'s update (AdamW)", 1e-2)
+        with torch.no_grad():  # the next step starts where the learner's did
+            for name, p in model.named_parameters():
+                p.copy_(after[name])
     learned = greedy_reward(model)
     assert learned >= 0.5, (
         f"after {len(got['steps'])} GRPO steps the policy's greedy completions of held-out "
