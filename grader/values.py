@@ -77,6 +77,10 @@ def encode(value, depth: int = 0):
         return {"__t": "decimal", "repr": str(value)}
     if isinstance(value, np.ndarray):
         return {"__t": "ndarray", **_array_payload(value)}
+    if kind is np.str_:  # a str too, as a learner's code may get it from a numpy array
+        if len(value) > MAX_STRING:
+            raise UnsupportedValue("a string is longer than the limit")
+        return {"__t": "npstr", "text": str.__str__(value)}
     if isinstance(value, np.generic):
         return {"__t": "npscalar", **_array_payload(np.asarray(value))}
     if isinstance(value, str):
@@ -220,6 +224,11 @@ def decode(obj, budget: Budget | None = None, depth: int = 0):
         if array.shape != ():
             raise ProtocolError("a numpy scalar must have shape ()")
         return array[()]
+    if tag == "npstr":
+        text = obj.get("text")
+        if type(text) is not str or len(text) > MAX_STRING:
+            raise ProtocolError("bad numpy string")
+        return np.str_(text)
     if tag == "tensor":
         return _decode_tensor(obj, budget)
     if tag == "record":

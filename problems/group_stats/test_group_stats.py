@@ -114,6 +114,9 @@ def test_reward_std_of_a_single_reward_is_zero(impl):
     assert_scalar(got["reward_std"], math.sqrt(0.5), rel=1e-12, what="reward_std of [0, 1]")
     got = impl.group_stats([0.0, 1.0], 2, [[1, 1, 0], [1, 0, 0]], [False, False])
     assert_scalar(got["reward_std"], math.sqrt(0.5), rel=1e-12, what="reward_std of one group")
+    # One group as a (1, G) row holds G rewards, not one.
+    got = impl.group_stats([[1.0, 0.0, 0.5]], 3, np.ones((3, 2)), [False] * 3)
+    assert_scalar(got["reward_std"], 0.5, rel=1e-12, what="reward_std of rewards [[1, 0, 0.5]]")
 
 
 def test_stds_of_rewards_far_from_zero(impl):
@@ -381,11 +384,18 @@ def test_returns_exactly_the_base_keys_without_ratios(impl):
 
 
 def test_values_are_python_floats(impl):
-    for rewards in (REWARDS, np.float32(REWARDS), [1, 0, 1, 2, 2, 2]):
-        got = stats(impl, rewards=rewards, ratios=np.ones(MASK.shape), advantages=np.zeros(6))
-        for key, value in got.items():
+    cases = {str(rewards): dict(rewards=rewards) for rewards in
+             (REWARDS, np.float32(REWARDS), [1, 0, 1, 2, 2, 2])}  # fmt: skip
+    # The paths with nothing to count or average: no completion token, T = 0, one reward.
+    cases["no completion token"] = dict(mask=np.zeros_like(MASK))
+    cases["T = 0"] = dict(mask=np.zeros((6, 0)), ratios=np.zeros((6, 0)))
+    cases["one reward"] = dict(rewards=[0.5], group_size=1, mask=MASK[:1], truncated=[False],
+                               ratios=RATIOS[:1], advantages=ADVANTAGES[:1])  # fmt: skip
+    for what, case in cases.items():
+        arguments = dict(ratios=np.ones(MASK.shape), advantages=np.zeros(6)) | case
+        for key, value in stats(impl, **arguments).items():
             assert type(value) is float, (
-                f"{key} should be a Python float, got {type(value).__name__} ({rewards!r})"
+                f"{key} should be a Python float, got {type(value).__name__} ({what})"
             )
 
 
@@ -446,10 +456,22 @@ BAD_INPUTS = {
 }
 
 
+# A batch of one completion: each shaped argument squeezed (a 0-D advantage, a 1-D mask) or
+# given an axis too many must raise too, never be reshaped into the batch it could be.
+ONE = dict(rewards=[1.0], group_size=1, mask=np.array([[1, 1, 0]]), truncated=np.array([False]),
+           ratios=np.array([[1.5, 1.0, 1.0]]), advantages=np.array([2.0]))  # fmt: skip
+BAD_INPUTS_OF_ONE = {
+    f"a batch of one with {name} of shape {changed.shape}": ONE | {name: changed}
+    for name in ("mask", "truncated", "ratios", "advantages")
+    for changed in (ONE[name].squeeze(), ONE[name][None])
+}
+
+
 def test_bad_input_raises_value_error(impl):
     missed = []
-    for what, bad in BAD_INPUTS.items():
-        arguments = dict(rewards=REWARDS, group_size=3, mask=MASK, truncated=TRUNCATED) | bad
+    base = dict(rewards=REWARDS, group_size=3, mask=MASK, truncated=TRUNCATED)
+    for what, arguments in [*((w, base | bad) for w, bad in BAD_INPUTS.items()),
+                            *BAD_INPUTS_OF_ONE.items()]:  # fmt: skip
         try:
             got = impl.group_stats(**arguments)
         except ValueError:

@@ -1,5 +1,6 @@
 """Hidden tests for kl_k1, kl_k2 and kl_k3. The implementation arrives through the `impl` fixture."""
 
+import decimal
 import math
 
 import numpy as np
@@ -123,6 +124,18 @@ def test_k3_is_never_negative_near_r_equal_one(impl, dtype):
         got = impl.kl_k3(logp, logp_ref)
         assert_estimates(got, formula("kl_k3", logp, logp_ref), dtype, "k3 near r = 1", rtol=rtol)
         assert np.all(got >= 0), f"k3 went negative near r = 1: {got}"
+
+
+def test_k3_near_r_equal_one_is_the_formula_to_float64_precision(impl):
+    # Between |log r| = 1e-6 and 1e-3, k3 is about (log r)^2 / 2, but not exactly: a shortcut
+    # such as x^2 / 2 below some cut-off is off by x / 3 relative (3e-5 at x = 1e-4), a
+    # thousand times what expm1 leaves. The exact values come from 50-digit decimals.
+    x = np.array([1e-6, 3e-6, 1e-5, 5e-5, 1e-4, 3e-4, 1e-3])
+    x = np.concatenate([x, -x])
+    with decimal.localcontext(prec=50):
+        exact = [float(d.exp() - 1 - d) for d in map(decimal.Decimal, x.tolist())]
+    got = impl.kl_k3(np.zeros_like(x), x)
+    assert_array(got, np.array(exact), rtol=1e-9, atol=0.0, what=f"k3 at log r = {x}")
 
 
 @pytest.mark.parametrize("name", ["kl_k1", "kl_k3"])

@@ -98,11 +98,12 @@ def test_returns_a_python_float(impl):
     for aggregation in AGGREGATIONS:
         for dtype in (np.float64, np.float32):
             args = {k: v.astype(dtype) for k, v in example(logp_ref=LOGP_REF).items()}
-            got = impl.masked_token_loss(**args, aggregation=aggregation)
-            assert type(got) is float, (
-                f"expected a Python float for {dtype.__name__} inputs and {aggregation!r}, "
-                f"got {type(got).__name__}: {got!r}"
-            )
+            for what, mask in (("", args["mask"]), (" without a token", 0 * args["mask"])):
+                got = impl.masked_token_loss(**(args | {"mask": mask}), aggregation=aggregation)
+                assert type(got) is float, (
+                    f"expected a Python float for {dtype.__name__} inputs and {aggregation!r}"
+                    f"{what}, got {type(got).__name__}: {got!r}"
+                )
 
 
 def test_defaults_are_epsilon_0_2_beta_0_04_and_sequence(impl):
@@ -408,6 +409,17 @@ def test_log_probs_that_are_not_2d_raise_value_error(impl):
     with pytest.raises(ValueError):
         impl.masked_token_loss(cube, cube, cube, np.array([1.0, 1.0]), np.ones((2, 3, 1)))
         pytest.fail("3-D log-probs were accepted")
+
+
+def test_a_batch_of_one_of_the_wrong_shape_raises_value_error(impl):
+    # B = 1: a squeezed argument (0-D advantages, 1-D log-probs or mask) or one with an axis
+    # too many could be reshaped into the batch; it must raise like any other shape.
+    one = {k: v[1:] for k, v in example(logp_ref=LOGP_REF).items()}
+    for name, value in one.items():
+        for bad in (value.squeeze(), value[None]):
+            with pytest.raises(ValueError):
+                impl.masked_token_loss(**(one | {name: bad}))
+                pytest.fail(f"{name} of shape {bad.shape} with B = 1 was accepted")
 
 
 def test_unknown_aggregation_raises_value_error(impl):

@@ -146,6 +146,20 @@ def test_position_and_order_of_the_blocks(impl):
         ("<answer>1</answer>\n", 0.5),  # an answer block alone
         ("Answer: <answer>1</answer>", 0.0),  # text before a lone answer block
         ("<think>a</think>x", 0.5),  # text after the think block spoils nothing of it
+        # "Only whitespace" holds across lines: a line break does not start a new text.
+        ("Sure!\n<think>a</think><answer>1</answer>", 0.5),
+        ("<think>a</think> so:\n<answer>1</answer>", 0.5),
+        ("Answer:\n<answer>1</answer>", 0.0),
+        ("<think>a</think><answer>1</answer>\nDone.", 0.5),
+        ("<answer>1</answer>\n\nExtra text", 0.0),
+        # Characters that look blank but are not whitespace (str.isspace() is False for them),
+        # and end-of-text tokens, are text like any other.
+        ("\ufeff<think>a</think><answer>1</answer>", 0.5),
+        ("\u200b<think>a</think><answer>1</answer>", 0.5),
+        ("<think>a</think>\u200b<answer>1</answer>", 0.5),
+        ("<think>a</think><answer>1</answer>\u200d", 0.5),
+        ("<think>a</think><answer>1</answer><|endoftext|>", 0.5),
+        ("<think>a</think><answer>1</answer></s>", 0.5),
     ])  # fmt: skip
 
 
@@ -306,6 +320,10 @@ def test_anything_else_does_not_match(impl):
         ("- 3", -3),
         ("+-3", -3),
         ("--3", 3),
+        ("+-3", 3),  # one sign at most, whichever it would leave
+        ("-+3", -3),
+        ("--3", -3),
+        ("++3", 3),
         ("1e3", 1000),
         ("1E3", 1000),
         ("1_000", 1000),
@@ -427,6 +445,21 @@ def test_rewards_are_python_floats_whatever_the_weights(impl):
     got = impl.correctness_reward([GOOD], [42], reward=np.float32(0.5))
     assert_rewards(got, [0.5], what="correctness rewards with a numpy reward")
     assert_rewards(impl.correctness_reward([GOOD, "no"], [1, 1]), [0.0, 0.0])
+
+
+def test_numpy_strings_are_strings(impl):
+    # np.str_ is a str: an entry of that type is scored like any other text, and a single one
+    # is a bare string (completions taken out of a numpy array come as np.str_).
+    texts = [np.str_(GOOD), np.str_("<answer>1</answer>"), np.str_("<think>a</think>")]
+    assert_rewards(impl.format_reward(texts), [1.0, 0.5, 0.5], what="format rewards of np.str_")
+    got = impl.correctness_reward(texts[:2], [42, 1])
+    assert_rewards(got, [1.0, 1.0], what="correctness rewards of np.str_")
+    assert impl.extract_answer(np.str_("<answer> 7 </answer>")) == "7"
+    for call in (lambda: impl.format_reward(np.str_(GOOD)),
+                 lambda: impl.correctness_reward(np.str_(GOOD), [42])):  # fmt: skip
+        with pytest.raises(TypeError):
+            call()
+            pytest.fail("a single np.str_ was taken for a list of completions")
 
 
 def test_a_bare_string_is_rejected_with_type_error(impl):

@@ -236,6 +236,9 @@ def test_mismatched_shapes_raise_value_error(impl):
         ((2, 5, 4), (2, 5, 1)),  # ids with an extra axis
         ((1, 5, 4), (5,)),  # ids without the batch axis
         ((5, 4), (5,)),  # one sequence without its batch axis
+        ((5, 4), (1, 5)),  # logits of one sequence without the batch axis its ids have
+        ((1, 5, 4), (1, 1, 5)),  # ids of one sequence with an axis too many
+        ((1, 1, 5, 4), (1, 5)),  # logits of one sequence with an axis too many
     ]
     for logits_shape, ids_shape in shapes:
         logits, ids = np.zeros(logits_shape), np.zeros(ids_shape, dtype=np.int64)
