@@ -67,6 +67,8 @@ def format_reward(
     """think_reward for a well-formed leading think block, plus answer_reward for a well-formed
     closing answer block; 0 for a completion that is not a string."""
     _check_completions(completions)
+    # Python floats before adding: np.float32(0.25) + 0.7 would add in float32.
+    think_reward, answer_reward = float(think_reward), float(answer_reward)
     rewards = []
     for text in completions:
         if not isinstance(text, str):
@@ -74,7 +76,7 @@ def format_reward(
             continue
         think = think_reward if _think_matches(text) else 0.0
         answer = answer_reward if _answer_matches(text) else 0.0
-        rewards.append(float(think + answer))
+        rewards.append(think + answer)
     return rewards
 
 

