@@ -7,6 +7,8 @@ flow only through the current log-probs, and a shared normalizer for micro-batch
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from reference.masked_token_loss import aggregate_loss, per_token_loss
@@ -46,6 +48,11 @@ def grpo_loss(
         epsilon=epsilon, beta=beta, epsilon_high=epsilon_high,
     )  # fmt: skip
     loss = aggregate_loss(per_token, mask, aggregation, max_len=max_len, normalizer=normalizer)
-    # A 0-d tensor normalizer (a float64 mask's sum, say) would promote the loss like any
-    # operand: the loss keeps the dtype of its token losses.
-    return loss if loss.dtype == per_token.dtype else loss.to(per_token.dtype)
+    # The loss has the dtype plain arithmetic on logp, logp_old, logp_ref and advantages gives:
+    # logp_ref counts even at beta = 0, where the token losses never meet it. A 0-d tensor
+    # normalizer (a float64 mask's sum, say) would promote the loss like any operand: it plays
+    # no part.
+    dtype = functools.reduce(
+        torch.promote_types, (logp_old.dtype, logp_ref.dtype, advantages.dtype), logp.dtype
+    )
+    return loss if loss.dtype == dtype else loss.to(dtype)

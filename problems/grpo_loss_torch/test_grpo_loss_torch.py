@@ -141,6 +141,7 @@ def test_loss_dtype_is_the_promoted_dtype_of_the_inputs(impl):
         ((f64, f64, f64, f64, torch.float32), f64),
         ((f32, f32, f32, f64, torch.bool), f64),
         ((f32, f64, f32, f32, torch.int64), f64),
+        ((f32, f32, f64, f32, torch.int64), f64),
         ((f64, f32, f32, f32, torch.float64), f64),
         ((f32, f32, f32, f32, torch.float64), f32),
         ((bf16, bf16, bf16, bf16, torch.int64), bf16),
@@ -157,6 +158,12 @@ def test_loss_dtype_is_the_promoted_dtype_of_the_inputs(impl):
                 f"inputs of dtypes {[str(d) for d in dtypes]} should give a {result} loss "
                 f"({aggregation!r}, normalizer {normalizer!r}), got {got.dtype}"
             )
+        # logp_ref counts at beta = 0 too, though no KL term uses it.
+        got = impl.grpo_loss(**typed, beta=0.0)
+        assert got.dtype == result, (
+            f"inputs of dtypes {[str(d) for d in dtypes]} should give a {result} loss at "
+            f"beta = 0 too (logp_ref still counts), got {got.dtype}"
+        )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
@@ -178,6 +185,26 @@ def test_low_precision_losses_and_gradients(impl, dtype):
         got = impl.grpo_loss(zeros.clone().requires_grad_(), zeros, zeros, torch.ones(1),
                              torch.ones(1, 257, dtype=torch.int64), aggregation=aggregation)  # fmt: skip
         assert_tensor(got.double(), -1.0, rtol=1e-6, what=f"{aggregation!r} loss of 257 tokens")
+
+
+@pytest.mark.parametrize("mask_dtype", [torch.bfloat16, torch.float16], ids=["bfloat16", "float16"])
+def test_tokens_are_counted_exactly_with_a_low_precision_mask(impl, mask_dtype):
+    # The mask's dtype plays no part: summed in bfloat16 or float16, the first row's 2049 ones
+    # round to 2048 and the batch's 4097 to 4096. Float32 log-probs and advantages make every
+    # token's loss -1: "sequence" and "token" give exactly -1, "constant" -4097 / (B * T).
+    zeros = torch.zeros(2, 2049)
+    mask = torch.ones(2, 2049, dtype=mask_dtype)
+    mask[1, 0] = 0
+    for aggregation in AGGREGATIONS:
+        got = impl.grpo_loss(zeros, zeros, zeros, torch.ones(2), mask, aggregation=aggregation)
+        loss = {"sequence": -1.0, "token": -1.0, "constant": -4097 / 4098}[aggregation]
+        assert_tensor(
+            got.double(),
+            loss,
+            rtol=1e-6,
+            what=f"{aggregation!r} loss of rows of 2049 and 2048 tokens, with a {mask_dtype} "
+            "mask: count the tokens as integers (mask == 1), not by summing the mask itself",
+        )
 
 
 @pytest.mark.parametrize("aggregation", AGGREGATIONS)
@@ -441,6 +468,14 @@ def test_max_len_shorter_than_t_or_a_non_positive_normalizer_raises_value_error(
         with pytest.raises(ValueError):
             impl.grpo_loss(**case, **options)
             pytest.fail(f"{options} was accepted")
+    # NaN is not positive either (though it is not <= 0), and a 0-d tensor is checked as a
+    # number is: a batch's mask.sum() can be 0.
+    for normalizer in (math.nan, np.float64(math.nan), torch.tensor(0), torch.tensor(-5.0),
+                       torch.tensor(math.nan), torch.tensor(math.nan, dtype=F64)):  # fmt: skip
+        for aggregation in AGGREGATIONS:
+            with pytest.raises(ValueError):
+                impl.grpo_loss(**case, aggregation=aggregation, normalizer=normalizer)
+                pytest.fail(f"{aggregation!r} with normalizer {normalizer!r} was accepted")
 
 
 def test_does_not_modify_its_inputs(impl):
