@@ -153,6 +153,15 @@ class CachedContextLM(ContextLM):
         return SimpleNamespace(logits=logits, past_key_values=cache)
 
 
+class PastOnlyLM(CachedContextLM):
+    """CachedContextLM whose `forward` takes `past_key_values` but not `use_cache`: that is not
+    the Hugging Face cache convention, so a sampler treats it as a model without a KV cache and
+    reads the whole sequence at every step (it returns no cache either)."""
+
+    def forward(self, input_ids, attention_mask=None, past_key_values=None):
+        return super().forward(input_ids, attention_mask, past_key_values)
+
+
 class ConstantLM(ToyLM):
     """The same next-token distribution `probs` after every context, in `dtype`."""
 
@@ -205,7 +214,8 @@ class NoEos(ToyLM):
 
 
 MODELS = {
-    model.__name__: model for model in (ContextLM, CachedContextLM, ConstantLM, CounterLM, NoEos)
+    model.__name__: model
+    for model in (ContextLM, CachedContextLM, PastOnlyLM, ConstantLM, CounterLM, NoEos)
 }
 
 
