@@ -145,7 +145,10 @@ def check_calls(result, prompt_ids, group_size, cached):
                 f"for finished rows), expected {newest}, got {call['input_ids']}"
             )
         else:
-            assert not call["cached"]
+            assert not call["cached"], (
+                f"{where}: this model keeps no KV cache (its forward does not take both "
+                "past_key_values and use_cache): pass no past_key_values"
+            )
             assert torch.equal(fed, sequences[:, : prompt_length + step]), (
                 f"{where}: a model without a KV cache must read the whole sequence so far, the "
                 f"pad id for finished rows, expected\n{sequences[:, : prompt_length + step]}\n"
@@ -488,6 +491,32 @@ def test_top_p_always_keeps_the_most_likely_token(impl):
         assert torch.all(result["logprobs"] == 0), "the one token left has probability 1"
 
 
+def test_top_p_one_keeps_every_token_of_a_large_vocabulary(impl):
+    # One logit 17 above 99,999 zeros. A float32 softmax rounds part of the tail's mass away
+    # (about 2.6e-4 here: its probabilities add up to more than 1), so the cumulative mass
+    # reaches 1.0 thousands of tokens before the last one and a nucleus filter run at
+    # top_p = 1.0 drops them, counting that error twice. 1.0 turns top-p off: each log-prob
+    # lies between the exact one and torch's float32 log_softmax.
+    vocab, top = 100_000, math.exp(17.0)
+    probs = [top / (top + vocab - 1)] + [1 / (top + vocab - 1)] * (vocab - 1)
+    logits = torch.log(torch.tensor(probs, dtype=torch.float64)).float()
+    exact, float32 = logits.double().log_softmax(-1), logits.log_softmax(-1).double()
+    low = torch.minimum(exact, float32) - 2e-5
+    high = torch.maximum(exact, float32) + 2e-5
+    for settings in ({}, {"top_p": 1.0}):
+        result = sample(impl, constant(probs), prompts([0]), 64, 1, EOS3, **settings)
+        check_fields(result, 64, 1, vocab)
+        ids, got = result["completion_ids"][:, 0], result["logprobs"][:, 0].double()
+        for row in ((got < low[ids]) | (got > high[ids])).nonzero()[:1, 0].tolist():
+            token = int(ids[row])
+            raise AssertionError(
+                f"with {settings or 'the defaults'}, row {row} sampled token {token} with "
+                f"log-prob {float(got[row]):.7g}, expected {float(exact[token]):.7g} (float32 "
+                f"may give {float(float32[token]):.7g}): top_p=1.0 keeps every token, apply "
+                "no nucleus filter at all"
+            )
+
+
 def test_top_p_keeps_a_token_only_if_the_mass_before_it_is_below_p(impl):
     # Four equal tokens: the mass before them is 0, 0.25, 0.5, 0.75 (exactly, in any order).
     # top_p=0.5 keeps two of them: the third has mass 0.5 before it, which is not below 0.5.
@@ -603,6 +632,17 @@ def test_with_a_kv_cache_each_call_reads_only_the_newest_token(impl, cache):
     check_calls(result, prompt_ids, 3, cached=True)
     check_completions(result, [0, 4])
     check_logprobs(result, spec, prompt_ids, 3, temperature=1.3)
+
+
+def test_a_forward_taking_past_key_values_without_use_cache_gets_no_cache(impl):
+    # Only a forward that takes both past_key_values and use_cache follows the convention:
+    # this one takes the first alone, so every call reads the whole sequence, without a cache.
+    spec = {"kind": "PastOnlyLM", "seed": 3}
+    prompt_ids = prompts([1, 2, 3], [4, 5, 6])
+    result = sample(impl, spec, prompt_ids, 2, 7, [0, 4], temperature=1.3)
+    check_fields(result, 4, 7, 8)
+    check_calls(result, prompt_ids, 2, cached=False)
+    check_logprobs(result, spec, prompt_ids, 2, temperature=1.3)
 
 
 def test_cached_and_uncached_models_give_the_same_samples(impl):
