@@ -179,22 +179,30 @@ def mod3_tiny(completion_ids: torch.Tensor, answers: list) -> list[float]:
     return [1e-7 * r for r in mod3(completion_ids, answers)]
 
 
+def mod3_pairs(completion_ids: torch.Tensor, answers: list) -> list[float]:
+    """mod3 against the first item of each row's answer, a pair of digit strings: an answer
+    can be any value, a tuple included."""
+    return mod3(completion_ids, [answers[row][0] for row in range(len(completion_ids))])
+
+
 def reverse_digits(completion_ids: torch.Tensor, answers: list) -> list[float]:
     """The reverse-digits task's own reward: the share of the answer's characters right."""
     return TASK.reward(TASK.tokenizer.decode_batch(completion_ids), list(answers))
 
 
 REWARDS = {"mod3": mod3, "mod3_tensor": mod3_tensor, "mod3_tiny": mod3_tiny,
-           "reverse_digits": reverse_digits}  # fmt: skip
+           "mod3_pairs": mod3_pairs, "reverse_digits": reverse_digits}  # fmt: skip
 
 
 class RecordingReward:
-    """One of REWARDS that records the completion ids and the answers of every call."""
+    """One of REWARDS that records the completion ids and the answers of every call. Its
+    parameters are positional-only: the statement calls reward_fn(completion_ids,
+    answers_per_row), and a reward function may name its parameters as it likes."""
 
     def __init__(self, name: str):
         self.function, self.calls = REWARDS[name], []
 
-    def __call__(self, completion_ids, answers):
+    def __call__(self, completion_ids, answers, /):
         self.calls.append(
             {"completion_ids": torch.as_tensor(completion_ids).clone(), "answers": list(answers)}
         )
