@@ -309,14 +309,16 @@ def rollout_of(
     reward="mod3",
     eos=EOS,
     global_seed=0,
+    answers=None,
     **options,
 ):
-    """(rollout, reward calls) of generate_rollout on the first `groups` prompts."""
+    """(rollout, reward calls) of generate_rollout on the first `groups` prompts (and their
+    answers, unless `answers` says otherwise)."""
     out = impl.probe.run_generate_rollout(
         policy or tiny(0),
         ref,
         PROMPT_IDS[:groups],
-        ANSWERS[:groups],
+        ANSWERS[:groups] if answers is None else answers,
         reward,
         eos,
         config(num_generations=G, **options),
@@ -411,6 +413,22 @@ def test_reward_function_is_called_once_with_the_completions_and_each_answer_rep
         f"reward_fn must get each prompt's answer once per completion, {expected}, "
         f"got {call['answers']}"
     )
+
+
+def test_reward_function_gets_each_answer_whole_even_a_tuple(impl):
+    # Answers can be any value: tuples of one length must not be unpacked into their items
+    # (np.repeat over an array of them would flatten them).
+    pairs = [(answer, answer[::-1]) for answer in ANSWERS[:3]]
+    r, calls = rollout_of(impl, groups=3, G=4, reward="mod3_pairs", answers=pairs)
+    expected = [pair for pair in pairs for _ in range(4)]
+    assert len(calls) == 1, f"reward_fn must be called once per rollout, not {len(calls)} times"
+    assert calls[0]["answers"] == expected, (
+        f"reward_fn must get each prompt's answer, whole, once per completion: {expected}, "
+        f"got {calls[0]['answers']}"
+    )
+    targets = torch.tensor([int(answer) % 3 for answer in ANSWERS[:3]]).repeat_interleave(4)
+    expected_rewards = ((r.completion_ids % 3) == targets[:, None]).float().mean(1)
+    assert_tensor(r.rewards.float(), expected_rewards, atol=1e-6, what="rewards")
 
 
 @pytest.mark.parametrize("reward", ["mod3", "mod3_tensor"])
@@ -549,10 +567,12 @@ def test_rollout_returns_a_rollout_of_float32_rewards_and_bool_flags_without_gra
 # -- compute_loss -----------------------------------------------------------------------------
 
 
-def loss_case(loss_type: str, later: bool) -> tuple[dict, dict, torch.Tensor]:
+def loss_case(
+    loss_type: str, later: bool, epsilon_high: float | None = 0.28
+) -> tuple[dict, dict, torch.Tensor]:
     """A rollout, its config and the current log-probs; `later`: old_logps cached and apart."""
     options = config(
-        loss_type=loss_type, beta=0.2, epsilon=0.15, epsilon_high=0.28, temperature=0.8
+        loss_type=loss_type, beta=0.2, epsilon=0.15, epsilon_high=epsilon_high, temperature=0.8
     )
     rollout = crafted_rollout(tiny(0), seed=1, temperature=0.8, ref=tiny(1))
     current = policy_logps(tiny(0), rollout, 0.8)
@@ -564,10 +584,12 @@ def loss_case(loss_type: str, later: bool) -> tuple[dict, dict, torch.Tensor]:
     return rollout, options, current
 
 
+# epsilon_high = 0.0 is a clip bound like any other (None alone means epsilon): no ratio above 1.
+@pytest.mark.parametrize("epsilon_high", [0.28, 0.0])
 @pytest.mark.parametrize("loss_type", LOSS_TYPES)
-def test_compute_loss_is_the_grpo_loss_with_its_gradient(impl, loss_type):
+def test_compute_loss_is_the_grpo_loss_with_its_gradient(impl, loss_type, epsilon_high):
     for later in (False, True):
-        rollout, options, _ = loss_case(loss_type, later)
+        rollout, options, _ = loss_case(loss_type, later, epsilon_high)
         got = impl.probe.run_compute_loss(tiny(0), rollout, options)
         cfg = GRPOConfig(**options)
         model = gpt(tiny(0))
@@ -586,6 +608,7 @@ def test_compute_loss_is_the_grpo_loss_with_its_gradient(impl, loss_type):
         )
         expected.backward()
         when = "with cached old_logps" if later else "at the first iteration (old_logps None)"
+        when += f", epsilon_high={epsilon_high}"
         assert_tensor(
             got["loss"].detach(),
             expected.detach(),
@@ -796,8 +819,9 @@ def test_the_scheduler_steps_once_per_update(impl):
     check_update(got, expected, tiny(0), "3 updates with a halving schedule")
 
 
-@pytest.mark.parametrize("max_grad_norm", [0.05, None])
+@pytest.mark.parametrize("max_grad_norm", [0.05, 0.0, None])
 def test_gradients_are_clipped_to_max_grad_norm(impl, max_grad_norm):
+    # 0.0 clips every gradient to nothing (None alone turns clipping off): nothing may move.
     options = config(
         num_iterations=2,
         gradient_accumulation_steps=3,
