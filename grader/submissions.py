@@ -41,7 +41,8 @@ MAX_DEPTH = 6  # folders below a student's folder (or zip) that are searched for
 # spaces; never a path separator or a leading dot.
 STUDENT_NAME = re.compile(r"[\w@+](?:[\w.@+ -]{0,126}[\w.@+-])?")
 RESERVED_SUFFIXES = (".csv", ".json", ".html", ".zip")  # the grader's own files in OUT
-IMPORT_FROM_REFERENCE = re.compile(r"^from reference\.(\w+) import .*$", re.MULTILINE)
+# One line, or a parenthesized list over several.
+IMPORT_FROM_REFERENCE = re.compile(r"^from reference\.(\w+) import (?:\([^)]*\)|.*)$", re.MULTILINE)
 REJECTED_SUFFIX = ".rejected"
 JUNK_PARTS = ("__MACOSX", "__pycache__", ".ipynb_checkpoints")
 COPY_SUFFIX = re.compile(r"(?:_\(\d+\)|_copy(?:_\(?\d+\)?)?|_\d+)$")

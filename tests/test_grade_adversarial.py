@@ -440,13 +440,20 @@ def _sample_group_forging(grad: bool, forge: bool) -> str:
     return honest + f"\nGRAD, FORGE = {grad}, {forge}\n" + _SAMPLE_WRAPPER
 
 
-def _capstone(attack: str, forge: bool = True) -> str:
-    """The capstone's starter with the functions of tests/adversarial/grpo_trainer/<attack>.py
-    appended (they replace the stubs); `forge=False` keeps the bug and drops the forgery."""
+def _capstone(attack: str, forge: bool = True, base: str = "stub") -> str:
+    """The capstone's starter (or reference) with the functions of
+    tests/adversarial/grpo_trainer/<attack>.py appended (they replace its own); `forge=False`
+    keeps the bug and drops the forgery."""
     source = (ATTACKS / "grpo_trainer" / f"{attack}.py").read_text()
     if not forge:
         source = source.replace("FORGE = True", "FORGE = False")
-    return get_problem("grpo_trainer").stub.read_text() + "\n\n" + source
+    problem = get_problem("grpo_trainer")
+    start = (
+        problem.stub.read_text()
+        if base == "stub"
+        else standalone_source(problem.reference.read_text())
+    )
+    return start + "\n\n" + source
 
 
 # A probe runs in the student's process, so a submission can replace it or rewrite what it
@@ -464,6 +471,8 @@ PROBE_ATTACKS = {
                       _capstone("empty_tensors", forge=False)),
     "train_outside_grpo": ("grpo_trainer", _capstone("train_outside_grpo"),
                            get_problem("grpo_trainer").stub.read_text()),
+    "merged_reward_calls": ("grpo_trainer", _capstone("reward_per_group", base="reference"),
+                            _capstone("reward_per_group", forge=False, base="reference")),
 }  # fmt: skip
 
 

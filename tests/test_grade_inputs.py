@@ -606,3 +606,16 @@ def test_a_sandbox_that_cannot_start_grades_no_one_and_says_so(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert "0 already graded" in run.stdout
     assert sorted(gradebook(out)) == [f"student{i:02d}" for i in range(3)]
+
+
+def test_standalone_source_inlines_a_parenthesized_import():
+    source = (
+        "from reference.kl_estimators import (\n    kl_k1,\n    kl_k3,\n)\n\nestimate = kl_k3\n"
+    )
+    inlined = subs.standalone_source(source)
+    assert "from reference" not in inlined and "def kl_k3" in inlined
+    namespace: dict = {}
+    exec(compile(inlined, "inlined.py", "exec"), namespace)
+    assert namespace["estimate"] is namespace["kl_k3"]
+    kept = subs.standalone_source(source, keep=("kl_estimators",))
+    assert kept == source

@@ -179,10 +179,18 @@ def mod3_tiny(completion_ids: torch.Tensor, answers: list) -> list[float]:
     return [1e-7 * r for r in mod3(completion_ids, answers)]
 
 
+def mod3_ranked(completion_ids: torch.Tensor, answers: list) -> list[float]:
+    """mod3 plus a quarter of each row's place in the call (row / rows), as a reward that looks
+    at the whole batch may score: called per group, or on rows in another order, it gives
+    other rewards, so the rewards themselves show how it was called."""
+    rows = len(completion_ids)
+    return [score + 0.25 * row / rows for row, score in enumerate(mod3(completion_ids, answers))]
+
+
 def mod3_pairs(completion_ids: torch.Tensor, answers: list) -> list[float]:
-    """mod3 against the first item of each row's answer, a pair of digit strings: an answer
-    can be any value, a tuple included."""
-    return mod3(completion_ids, [answers[row][0] for row in range(len(completion_ids))])
+    """mod3_ranked against the first item of each row's answer, a pair of digit strings: an
+    answer can be any value, a tuple included."""
+    return mod3_ranked(completion_ids, [answers[row][0] for row in range(len(completion_ids))])
 
 
 def reverse_digits(completion_ids: torch.Tensor, answers: list) -> list[float]:
@@ -191,7 +199,8 @@ def reverse_digits(completion_ids: torch.Tensor, answers: list) -> list[float]:
 
 
 REWARDS = {"mod3": mod3, "mod3_tensor": mod3_tensor, "mod3_tiny": mod3_tiny,
-           "mod3_pairs": mod3_pairs, "reverse_digits": reverse_digits}  # fmt: skip
+           "mod3_pairs": mod3_pairs, "mod3_ranked": mod3_ranked,
+           "reverse_digits": reverse_digits}  # fmt: skip
 
 
 class RecordingReward:
@@ -373,8 +382,7 @@ def train_reverse_digits(
 
     Stops early, to save time, once the mean reward of the last three rollouts is above
     `stop_above` (the test judges the weights itself, whatever the rollouts said). Returns,
-    for every step, its rollout's completions and rewards, the reward function's calls and
-    the weights after it.
+    for every step, its rollout's completions and rewards and the weights after it.
     """
     network = build_model(policy)
     recorder = build_optimizer(network, optimizer)
@@ -390,7 +398,6 @@ def train_reverse_digits(
             {
                 "completion_ids": rollout["completion_ids"],
                 "rewards": rollout["rewards"],
-                "reward_calls": reward_fn.calls,
                 "weights": weights(network),
             }
         )

@@ -399,8 +399,26 @@ def test_rollout_is_reproducible_from_the_generator_alone(impl):
     )
 
 
+def mod3_ranked(completion_ids: torch.Tensor, answers: list) -> torch.Tensor:
+    """The probes' mod3_ranked reward of one call on all rows: the share of a row's tokens equal
+    to its answer modulo 3, plus a quarter of the row's place in the call."""
+    targets = torch.tensor([int(a) % 3 for a in answers])
+    rows = len(answers)
+    scores = ((completion_ids % 3) == targets[:, None]).double().mean(1)
+    return scores + 0.25 * torch.arange(rows, dtype=torch.float64) / rows
+
+
 def test_reward_function_is_called_once_with_the_completions_and_each_answer_repeated(impl):
-    r, calls = rollout_of(impl, groups=3, G=4)
+    r, calls = rollout_of(impl, groups=3, G=4, reward="mod3_ranked")
+    # The reward looks at the whole call: the rollout's rewards say how it was called.
+    expected = [answer for answer in ANSWERS[:3] for _ in range(4)]
+    assert_tensor(
+        r.rewards.float(),
+        mod3_ranked(r.completion_ids, expected).float(),
+        atol=1e-6,
+        what="rewards of a reward function that scores each row by its place in the call "
+        "(call reward_fn once, on all N rows in order, never per group)",
+    )
     assert len(calls) == 1, (
         f"reward_fn must be called once per rollout, it was called {len(calls)} times"
     )
@@ -408,7 +426,6 @@ def test_reward_function_is_called_once_with_the_completions_and_each_answer_rep
     assert torch.equal(call["completion_ids"], r.completion_ids), (
         "reward_fn must get the rollout's completion_ids, (N, L)"
     )
-    expected = [answer for answer in ANSWERS[:3] for _ in range(4)]
     assert call["answers"] == expected, (
         f"reward_fn must get each prompt's answer once per completion, {expected}, "
         f"got {call['answers']}"
@@ -421,14 +438,14 @@ def test_reward_function_gets_each_answer_whole_even_a_tuple(impl):
     pairs = [(answer, answer[::-1]) for answer in ANSWERS[:3]]
     r, calls = rollout_of(impl, groups=3, G=4, reward="mod3_pairs", answers=pairs)
     expected = [pair for pair in pairs for _ in range(4)]
+    firsts = [answer for answer in ANSWERS[:3] for _ in range(4)]
+    expected_rewards = mod3_ranked(r.completion_ids, firsts).float()
+    assert_tensor(r.rewards.float(), expected_rewards, atol=1e-6, what="rewards of pair answers")
     assert len(calls) == 1, f"reward_fn must be called once per rollout, not {len(calls)} times"
     assert calls[0]["answers"] == expected, (
         f"reward_fn must get each prompt's answer, whole, once per completion: {expected}, "
         f"got {calls[0]['answers']}"
     )
-    targets = torch.tensor([int(answer) % 3 for answer in ANSWERS[:3]]).repeat_interleave(4)
-    expected_rewards = ((r.completion_ids % 3) == targets[:, None]).float().mean(1)
-    assert_tensor(r.rewards.float(), expected_rewards, atol=1e-6, what="rewards")
 
 
 @pytest.mark.parametrize("reward", ["mod3", "mod3_tensor"])
@@ -932,7 +949,7 @@ def test_grpo_step_samples_scores_and_updates_as_grpo_does(impl, case):
         SGD,
         PROMPT_IDS[:3],
         ANSWERS[:3],
-        "mod3",
+        "mod3_ranked",
         EOS,
         options,
         11,
@@ -944,12 +961,10 @@ def test_grpo_step_samples_scores_and_updates_as_grpo_does(impl, case):
         "grpo_step should sample as generate_rollout does with the same generator"
     )
     answers = [answer for answer in ANSWERS[:3] for _ in range(4)]
-    assert len(got["reward_calls"]) == 1 and got["reward_calls"][0]["answers"] == answers
-    assert torch.equal(got["reward_calls"][0]["completion_ids"], r.completion_ids)
 
-    # The update a correct step makes from these completions, every input recomputed here.
-    targets = torch.tensor([int(a) % 3 for a in answers])
-    rewards = ((r.completion_ids % 3) == targets[:, None]).double().mean(1).reshape(3, 4)
+    # The update a correct step makes from these completions, every input recomputed here
+    # (the rewards depend on how reward_fn was called: once, on all rows in order).
+    rewards = mod3_ranked(r.completion_ids, answers).reshape(3, 4)
     advantages = rewards - rewards.mean(1, keepdim=True)
     if cfg.scale_rewards == "group":
         advantages = advantages / (rewards.std(1, keepdim=True) + 1e-8)
@@ -1024,8 +1039,9 @@ def test_grpo_step_learns_to_reverse_digits(impl):
 
     # The training is replayed here, step by step, from the weights the learner's step began
     # with: its rollout must be the one sample_group draws from that policy with the step's
-    # generator, scored once by the reward function, and its update GRPO's from that rollout.
-    # Only then do the weights it reached say that GRPO taught the policy.
+    # generator, its rewards the task's scores, and its update GRPO's from that rollout. Only
+    # then do the weights it reached say that GRPO taught the policy. (How reward_fn was
+    # called is for the rollout tests to judge: these rewards are the same either way.)
     cfg = GRPOConfig(**options)
     model = gpt(LEARNER)
     optimizer = torch.optim.AdamW(model.parameters(), lr=adamw["lr"])
@@ -1041,15 +1057,7 @@ def test_grpo_step_learns_to_reverse_digits(impl):
             what=f"step {k + 1}'s completions (sample_group's draws from the policy as the step "
             "found it, with the step's generator)",
         )
-        calls = step["reward_calls"]
-        assert len(calls) == 1 and torch.equal(
-            calls[0]["completion_ids"], step["completion_ids"]
-        ), (
-            f"step {k + 1}: the reward function must score the rollout's sampled completions, "
-            f"once (it was called {len(calls)} times)"
-        )
         per_row = [answer for answer in answers for _ in range(8)]
-        assert calls[0]["answers"] == per_row, f"step {k + 1}: reward_fn got the wrong answers"
         rollout = task_rollout(prompt_ids, sampled.completion_ids, answers)
         scores = TASK.reward(TASK.tokenizer.decode_batch(sampled.completion_ids), per_row)
         assert_tensor(
