@@ -1,13 +1,15 @@
 """How a class did, from the results under a grading folder: numbers, then one HTML page.
 
     REPORT/index.html     a histogram of the scores of each problem, the tests most students
-                          fail (with the message they get), late submissions, and groups of
-                          suspiciously similar files
+                          fail (with the message they get), late submissions, groups of
+                          suspiciously similar files, and code that reaches into the grader
     REPORT/problems.csv   per problem: students, handed in, mean, median, full marks, histogram
     REPORT/tests.csv      per test: how many of those who handed the problem in failed it, the
                           most common message
     REPORT/late.csv       per late student: when, how late, the share and points taken off
     REPORT/similar.csv    per group of similar files: the problem, the students, the similarity
+    REPORT/tampering.csv  per line of a file that reaches into the grader or out of its process
+                          (grader.tampering): the student, the problem, the line, what it does
 
 Everything comes from ``results.json`` and the copies of the graded files
 (``<student>/submitted/<slug>.py``); nothing is graded or run again.
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from grader.reports import SOURCES, csv_text, load_results
 from grader.similarity import Group, similar_groups
+from grader.tampering import leads
 
 BINS = 10  # histogram bins of the score share, plus one for full marks
 
@@ -76,6 +79,7 @@ class ClassReport:
     tests: list[TestStats]
     late: list[dict]
     similar: dict[str, list[Group]]
+    tampering: list[dict]  # student, problem, line, what
 
 
 def _message(output: str) -> str:
@@ -124,7 +128,7 @@ def build(grades: Path, starters: dict[str, str] | None = None) -> ClassReport:
                          "submitted_at": who.get("submitted_at") or "(marked late)",
                          "days": extra["late"]["days"], "penalty": extra["late"]["penalty"],
                          "points": extra["late"]["points"]})  # fmt: skip
-    similar = {}
+    similar, tampering = {}, []
     for slug in problems:
         sources = {}
         for student in everyone:
@@ -134,9 +138,12 @@ def build(grades: Path, starters: dict[str, str] | None = None) -> ClassReport:
         groups = similar_groups(sources, (starters or {}).get(slug, ""))
         if groups:
             similar[slug] = groups
+        tampering += [{"student": student, "problem": slug, "line": lead.line, "what": lead.what}
+                      for student, source in sources.items() for lead in leads(source)]  # fmt: skip
     ranked = sorted(tests.values(), key=lambda t: (-t.rate, -t.failed, t.problem, t.test))
+    tampering.sort(key=lambda r: (r["student"], r["problem"], r["line"]))
     return ClassReport(title, len(everyone), list(problems.values()), ranked,
-                       sorted(late, key=lambda r: r["student"]), similar)  # fmt: skip
+                       sorted(late, key=lambda r: r["student"]), similar, tampering)  # fmt: skip
 
 
 def _bin_label(index: int) -> str:
@@ -159,8 +166,10 @@ def csv_files(report: ClassReport) -> dict[str, str]:
     similar = [["problem", "group", "students", "similarity"]]
     for slug, groups in report.similar.items():
         similar += [[slug, i, " ".join(g.students), g.similarity] for i, g in enumerate(groups, 1)]
+    tampering = [["student", "problem", "line", "what"]]
+    tampering += [[r["student"], r["problem"], r["line"], r["what"]] for r in report.tampering]
     return {"problems.csv": csv_text(problems), "tests.csv": csv_text(tests), "late.csv": csv_text(late),
-            "similar.csv": csv_text(similar)}  # fmt: skip
+            "similar.csv": csv_text(similar), "tampering.csv": csv_text(tampering)}  # fmt: skip
 
 
 STYLE = """
@@ -198,8 +207,9 @@ def page(report: ClassReport, tests_shown: int = 40) -> str:
     out = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>",
            f"<title>{e(report.title)}: class report</title><style>{STYLE}</style></head><body>",
            f"<h1>{e(report.title)}: class report</h1>",
-           f"<p>{report.students} students. The numbers are in problems.csv, tests.csv, late.csv "
-           "and similar.csv beside this page.</p>", "<h2>Scores per problem</h2>"]  # fmt: skip
+           f"<p>{report.students} students. The numbers are in problems.csv, tests.csv, late.csv, "
+           "similar.csv and tampering.csv beside this page.</p>",
+           "<h2>Scores per problem</h2>"]  # fmt: skip
     for stats in report.problems:
         out.append(f"<div class='problem'><h3><code>{e(stats.slug)}</code></h3>"
                    f"{_histogram(stats)}<br>{stats.submitted} of {stats.students} handed in; "
@@ -239,6 +249,23 @@ def page(report: ClassReport, tests_shown: int = 40) -> str:
                 out.append(f"<tr><td><code>{e(slug)}</code></td><td>"
                            f"{e(', '.join(group.students))}</td><td class='num'>"
                            f"{group.similarity:.0%}</td></tr>")  # fmt: skip
+        out.append("</table>")
+    else:
+        out.append("<p>None found.</p>")
+    out += ["<h2>Code that reaches into the grader</h2>",
+            "<p>Lines that import the grader or the test runner, edit what a probe recorded "
+            "in the student's process (a toy model's calls, its strictness), walk up to other "
+            "frames, or leave the process. Tests that rest on such records then pass whatever "
+            "the code does: read these files. A lead, not proof; the kit's own solutions give "
+            "none.</p>"]  # fmt: skip
+    if report.tampering:
+        out.append("<table><tr><th>student</th><th>problem</th><th class='num'>line</th>"
+                   "<th>what it does</th></tr>")  # fmt: skip
+        for row in report.tampering:
+            out.append(
+                f"<tr><td>{e(row['student'])}</td><td><code>{e(row['problem'])}</code>"
+                f"</td><td class='num'>{row['line']}</td><td>{e(row['what'])}</td></tr>"
+            )
         out.append("</table>")
     else:
         out.append("<p>None found.</p>")

@@ -1,5 +1,6 @@
 """The class report on a generated class (a Gradescope export, graded with a course file): score
-histograms, the tests most students fail, late submissions, similar files."""
+histograms, the tests most students fail, late submissions, similar files, code that reaches
+into the grader."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from pathlib import Path
 from grader.cli import main
 from grader.problems import KIT_ROOT, get_problem
 from grader.similarity import similar_groups, tokens
+from grader.tampering import leads
 
 SLUG, OTHER = "grpo_objective", "group_stats"
 REFERENCE = get_problem(SLUG).reference.read_text()
 WRONG = "def grpo_objective(*args, **kwargs):\n    return 0.0\n"
-ONE = "def grpo_objective(*args, **kwargs):\n    return 1.0\n"
+ONE = "import gc\n\n\ndef grpo_objective(*args, **kwargs):\n    return 1.0\n"
 
 
 def disguised(source: str) -> str:
@@ -78,7 +80,8 @@ def test_the_report_of_a_generated_class(tmp_path, capsys):
 
     report = tmp_path / "report"
     assert main(["report", str(grades), "--out", str(report)]) == 0
-    assert "5 students, 2 problems, 1 late, 1 groups of similar files" in capsys.readouterr().out
+    assert ("5 students, 2 problems, 1 late, 1 groups of similar files, 1 files that reach into "
+            "the grader") in capsys.readouterr().out  # fmt: skip
     problems = {row["problem"]: row for row in read_csv(report / "problems.csv")}
     objective = problems[SLUG]
     assert (objective["students"], objective["handed_in"]) == ("5", "4")
@@ -96,7 +99,41 @@ def test_the_report_of_a_generated_class(tmp_path, capsys):
     similar = read_csv(report / "similar.csv")
     assert [(r["problem"], r["students"]) for r in similar] == [
         (SLUG, "ada@example.edu grace@example.edu")]  # fmt: skip
+    tampering = read_csv(report / "tampering.csv")
+    assert [(r["student"], r["problem"], r["line"]) for r in tampering] == [
+        ("edsger@example.edu", SLUG, "1")]  # fmt: skip
     page = (report / "index.html").read_text()
     assert "<svg" in page and "HW &lt;1&gt;" in page and "<b>" not in page.split("</style>")[1]
     assert main(["report", str(grades), "--out", str(grades / "report")]) == 2
     assert main(["report", str(tmp_path / "nothing"), "--out", str(report)]) == 2
+
+
+def test_the_kits_own_solutions_reach_into_nothing():
+    problems = [get_problem(p.name) for p in (KIT_ROOT / "problems").iterdir()
+                if (p / "problem.toml").is_file()]  # fmt: skip
+    files = [problem.stub for problem in problems]
+    files += sorted((KIT_ROOT / "reference").glob("*.py"))
+    assert len(files) > 30
+    assert {str(f): leads(f.read_text()) for f in files if leads(f.read_text())} == {}
+
+
+def test_code_that_reaches_into_the_grader_is_a_lead():
+    attacks = KIT_ROOT / "tests" / "adversarial"
+    for name in ("patch_pytest.py", "poison_inputs.py", "grpo_loss_torch/fake_probes.py",
+                 "grpo_trainer/reward_per_group.py", "kill_the_grader.py"):  # fmt: skip
+        assert leads((attacks / name).read_text()), name
+    source = """import sys
+import importlib
+import torch
+
+
+def sample_group(model, prompt_ids, *args, **kwargs):
+    model.strict = False
+    log = getattr(model, "calls")
+    frame = sys._getframe(1).f_globals
+    values = importlib.import_module("grader.values")
+    return torch.stack([prompt_ids])
+"""
+    assert [lead.line for lead in leads(source)] == [7, 8, 9, 9, 10]
+    assert leads("x = torch.stack(calls)\ny = inspect.signature(f)\n") == []
+    assert leads("def broken(:\n") == []

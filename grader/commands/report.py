@@ -42,8 +42,10 @@ def run(args: argparse.Namespace) -> int:
                     starters[slug] = ""
     report = write_report(args.grades, args.out, starters)
     groups = sum(len(g) for g in report.similar.values())
+    reaching = len({(r["student"], r["problem"]) for r in report.tampering})
     print(
         f"{report.students} students, {len(report.problems)} problems, {len(report.late)} "
-        f"late, {groups} groups of similar files -> {args.out / 'index.html'}"
+        f"late, {groups} groups of similar files, {reaching} files that reach into the grader "
+        f"-> {args.out / 'index.html'}"
     )
     return 0

@@ -1,0 +1,116 @@
+"""Leads for the instructor: code in a submission that reaches into the grader or out of its process.
+
+The tests judge what a submission's process sends back. Values (log-probs, weights, rewards)
+can only come out right from working code, but a few tests also read what a probe recorded in
+that process: how a toy model was called, whether autograd was on. A file that edits those
+records, patches the value encoder or walks up the stack to the probe's frames can claim
+behaviour it does not have, and no test can see it. Its source shows it. Like the similarity
+report, these are leads to read, not verdicts; the kit's own solutions give none.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+# Modules a solution has no use for: the kit's own, the test runner's, and ways out of Python.
+MODULES = {
+    "grader": "imports the grader",
+    "problems": "imports the kit's tests and probes",
+    "pytest": "imports the test runner",
+    "_pytest": "imports the test runner",
+    "pluggy": "imports the test runner's plugins",
+    "gc": "walks the interpreter's objects",
+    "ctypes": "writes memory directly",
+    "builtins": "reaches Python's builtins",
+    "subprocess": "starts processes",
+    "multiprocessing": "starts processes",
+    "signal": "handles signals",
+    "socket": "opens sockets",
+}
+# module.attribute pairs, for names that are ordinary elsewhere (torch.stack is no frame).
+QUALIFIED = {
+    ("sys", "modules"): "reads sys.modules (other modules' objects)",
+    ("sys", "_getframe"): "reads the caller's frame",
+    ("inspect", "currentframe"): "reads the caller's frame",
+    ("inspect", "stack"): "reads the caller's frames",
+    ("inspect", "getouterframes"): "reads the caller's frames",
+    ("os", "kill"): "signals a process",
+    ("os", "_exit"): "ends its process",
+    ("os", "fork"): "starts processes",
+}
+ATTRIBUTES = {
+    "f_back": "walks up the stack",
+    "f_globals": "reads a frame's globals",
+    "f_locals": "reads a frame's locals",
+    "f_builtins": "reads a frame's builtins",
+    "tb_frame": "reads a traceback's frames",
+    "gi_frame": "reads a generator's frame",
+    "__globals__": "reads a function's globals",
+    "__builtins__": "reaches Python's builtins",
+    "__subclasses__": "walks the class tree",
+    # What the probes and toy models keep: records of calls and their strictness.
+    "calls": "touches a record of calls (a probe's)",
+    "strict": "touches a toy model's strictness (a probe's)",
+    "grad_steps": "touches an optimizer's records (a probe's)",
+}
+
+
+@dataclass(frozen=True)
+class Lead:
+    line: int
+    what: str
+
+
+def _root(node: ast.expr) -> str | None:
+    """The name an attribute chain starts from: `sys` for sys.modules.get."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def leads(source: str) -> list[Lead]:
+    """Every place in `source` that reaches into the grader or out of its process, in order."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []  # the tests already report a file that does not parse
+    found = set()
+    for node in ast.walk(tree):
+        modules = []
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            modules = [node.module]
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (
+                (isinstance(node.func, ast.Name) and node.func.id == "__import__")
+                or (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+            )
+        ):
+            modules = [node.args[0].value]
+        for module in modules:
+            top = module.split(".")[0]
+            if top in MODULES:
+                found.add(Lead(node.lineno, f"{MODULES[top]} ({module})"))
+        if (  # getattr(reward_fn, "calls") is reward_fn.calls
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "delattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in ATTRIBUTES
+        ):
+            name = node.args[1].value
+            found.add(Lead(node.lineno, f"{ATTRIBUTES[name]} ({node.func.id} {name!r})"))
+        if isinstance(node, ast.Attribute):
+            pair = (_root(node.value), node.attr)
+            if pair in QUALIFIED:
+                found.add(Lead(node.lineno, f"{QUALIFIED[pair]} ({'.'.join(pair)})"))
+            elif node.attr in ATTRIBUTES:
+                found.add(Lead(node.lineno, f"{ATTRIBUTES[node.attr]} (.{node.attr})"))
+    return sorted(found, key=lambda lead: (lead.line, lead.what))
