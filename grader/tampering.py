@@ -56,6 +56,15 @@ ATTRIBUTES = {
 }
 
 
+# Builtins that run or reach code this scan cannot read.
+HIDDEN = {
+    "exec": "runs code built at run time",
+    "eval": "runs code built at run time",
+    "compile": "builds code at run time",
+    "globals": "reads its module's globals",
+}
+
+
 @dataclass(frozen=True)
 class Lead:
     line: int
@@ -97,16 +106,19 @@ def leads(source: str) -> list[Lead]:
             top = module.split(".")[0]
             if top in MODULES:
                 found.add(Lead(node.lineno, f"{MODULES[top]} ({module})"))
-        if (  # getattr(reward_fn, "calls") is reward_fn.calls
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in ("getattr", "setattr", "delattr", "hasattr")
-            and len(node.args) >= 2
-            and isinstance(node.args[1], ast.Constant)
-            and node.args[1].value in ATTRIBUTES
-        ):
-            name = node.args[1].value
-            found.add(Lead(node.lineno, f"{ATTRIBUTES[name]} ({node.func.id} {name!r})"))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            function, args = node.func.id, node.args
+            named = len(args) >= 2 and isinstance(args[1], ast.Constant)
+            if function in HIDDEN:
+                found.add(Lead(node.lineno, f"{HIDDEN[function]} ({function})"))
+            elif function in ("getattr", "setattr", "delattr", "hasattr") and named:
+                name = args[1].value  # getattr(reward_fn, "calls") is reward_fn.calls
+                if name in ATTRIBUTES:
+                    found.add(Lead(node.lineno, f"{ATTRIBUTES[name]} ({function} {name!r})"))
+            elif function in ("setattr", "delattr") and len(args) >= 2:
+                found.add(
+                    Lead(node.lineno, f"sets an attribute whose name it computes ({function})")
+                )
         if isinstance(node, ast.Attribute):
             pair = (_root(node.value), node.attr)
             if pair in QUALIFIED:

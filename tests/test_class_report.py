@@ -136,4 +136,6 @@ def sample_group(model, prompt_ids, *args, **kwargs):
 """
     assert [lead.line for lead in leads(source)] == [7, 8, 9, 9, 10]
     assert leads("x = torch.stack(calls)\ny = inspect.signature(f)\n") == []
+    hidden = "exec(code)\nsetattr(model, name, False)\ngetattr(out, 'logits', out)\n"
+    assert [lead.line for lead in leads(hidden)] == [1, 2]
     assert leads("def broken(:\n") == []
