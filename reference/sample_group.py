@@ -54,12 +54,12 @@ def sampling_logits(
 
 
 def _check_arguments(prompt_ids, num_generations, max_new_tokens, temperature, top_k, top_p):
-    if not isinstance(prompt_ids, torch.Tensor) or prompt_ids.ndim != 2 or prompt_ids.shape[1] < 1:
+    if not isinstance(prompt_ids, torch.Tensor) or prompt_ids.ndim != 2 or not prompt_ids.numel():
         raise ValueError(
             "prompt_ids must be a 2-D tensor of token ids (batch, prompt_length) with at least "
             f"one token, got {getattr(prompt_ids, 'shape', type(prompt_ids).__name__)}"
         )
-    if prompt_ids.is_floating_point():
+    if prompt_ids.is_floating_point() or prompt_ids.is_complex() or prompt_ids.dtype == torch.bool:
         raise ValueError(f"prompt_ids must hold integer token ids, got dtype {prompt_ids.dtype}")
     if num_generations < 1 or max_new_tokens < 1:
         raise ValueError(
@@ -210,6 +210,9 @@ def sample_group(
         if use_cache:
             past = output.past_key_values
         logits = output if isinstance(output, torch.Tensor) else output.logits
+        # A view of a parameter made under no_grad still asks for a gradient: the filters and
+        # the log-softmax below would build a graph on it.
+        logits = logits.detach()
         if use_cache and step == 0:  # one row per prompt -> its G copies
             logits = logits[prompt_of_row, -1:]  # (rows, 1, V)
             past = None if past is None else select_cache_rows(past, prompt_of_row)

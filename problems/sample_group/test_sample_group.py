@@ -197,6 +197,13 @@ def test_returns_tensors_of_the_right_shape_and_dtype(impl):
     result = sample(impl, CONTEXT, prompts([1, 2, 3], [4, 5, 6]), 3, 5, 0)
     check_fields(result, 6, 5, 8)
     assert not result["logprobs"].requires_grad, "sample under torch.no_grad(): no graph is needed"
+    # This model's logits are a view of its parameter: under no_grad a view still asks for a
+    # gradient, and whatever is computed from it outside no_grad carries a graph.
+    result = sample(impl, constant([0.5, 0.3, 0.2]), prompts([1], [2]), 2, 4, 2)
+    assert not result["logprobs"].requires_grad, (
+        "the log-probs carry an autograd graph: compute them from the logits under "
+        "torch.no_grad() too (or detach the logits)"
+    )
 
 
 def test_samples_in_float32_whatever_the_model_precision(impl):
@@ -671,7 +678,9 @@ BAD_ARGUMENTS = {
     "1-D prompt_ids": {"prompt_ids": torch.tensor([1, 2, 3])},
     "3-D prompt_ids": {"prompt_ids": torch.ones(2, 2, 2, dtype=torch.long)},
     "prompts of no token": {"prompt_ids": torch.zeros(2, 0, dtype=torch.long)},
+    "no prompt at all": {"prompt_ids": torch.zeros(0, 2, dtype=torch.long)},
     "float prompt_ids": {"prompt_ids": torch.tensor([[1.0, 2.0]])},
+    "bool prompt_ids": {"prompt_ids": torch.tensor([[True, False]])},
     "empty eos_ids": {"eos_ids": []},
     "eos_ids=True": {"eos_ids": True},
     "eos_ids with a float": {"eos_ids": [0, 2.0]},
