@@ -49,9 +49,11 @@ ATTRIBUTES = {
     "__globals__": "reads a function's globals",
     "__builtins__": "reaches Python's builtins",
     "__subclasses__": "walks the class tree",
+    "__dict__": "reads an object's attributes as a dict",
     # What the probes and toy models keep: records of calls and their strictness.
     "calls": "touches a record of calls (a probe's)",
     "strict": "touches a toy model's strictness (a probe's)",
+    "judged": "touches how a toy model judges its calls (a probe's)",
     "grad_steps": "touches an optimizer's records (a probe's)",
 }
 
@@ -62,6 +64,7 @@ HIDDEN = {
     "eval": "runs code built at run time",
     "compile": "builds code at run time",
     "globals": "reads its module's globals",
+    "vars": "reads an object's attributes as a dict",
 }
 
 
@@ -115,10 +118,8 @@ def leads(source: str) -> list[Lead]:
                 name = args[1].value  # getattr(reward_fn, "calls") is reward_fn.calls
                 if name in ATTRIBUTES:
                     found.add(Lead(node.lineno, f"{ATTRIBUTES[name]} ({function} {name!r})"))
-            elif function in ("setattr", "delattr") and len(args) >= 2:
-                found.add(
-                    Lead(node.lineno, f"sets an attribute whose name it computes ({function})")
-                )
+            elif function in ("setattr", "delattr") and len(args) >= 2:  # a name it computes
+                found.add(Lead(node.lineno, f"changes an attribute named at run time ({function})"))
         if isinstance(node, ast.Attribute):
             pair = (_root(node.value), node.attr)
             if pair in QUALIFIED:

@@ -136,6 +136,7 @@ def sample_group(model, prompt_ids, *args, **kwargs):
 """
     assert [lead.line for lead in leads(source)] == [7, 8, 9, 9, 10]
     assert leads("x = torch.stack(calls)\ny = inspect.signature(f)\n") == []
-    hidden = "exec(code)\nsetattr(model, name, False)\ngetattr(out, 'logits', out)\n"
-    assert [lead.line for lead in leads(hidden)] == [1, 2]
+    hidden = ("exec(code)\nsetattr(model, name, False)\ngetattr(out, 'logits', out)\n"
+              "vars(model)['calls'].clear()\n")  # fmt: skip
+    assert [lead.line for lead in leads(hidden)] == [1, 2, 4]
     assert leads("def broken(:\n") == []
