@@ -90,7 +90,7 @@ def test_cached_old_logps_equal_fresh_ones_at_the_first_iteration(micro_batches)
 
 def test_old_logps_from_the_first_iteration_give_the_update_of_a_separate_pass():
     """Taking the old log-probs from the first update's forward pass changes nothing."""
-    updated = []
+    start, updated = params(tiny_policy()), []
     for separate_pass in (False, True):
         policy = tiny_policy()
         rollout, config = a_rollout(policy, num_iterations=3, beta=0.0,
@@ -101,8 +101,14 @@ def test_old_logps_from_the_first_iteration_give_the_update_of_a_separate_pass()
                 rollout.old_logps = completion_logps(policy, rollout.input_ids, P, config)
         optimize(policy, torch.optim.AdamW(policy.parameters(), lr=1e-2), rollout, config)
         updated.append(params(policy))
-    for a, b in zip(*updated, strict=True):
-        torch.testing.assert_close(b, a)
+    # The same update up to rounding: a micro-batch's forward pass and the whole batch's round
+    # differently, and Adam's division by tiny second moments turns that rounding into a
+    # visible error on a few weights (6e-5 of the update on one CPU, below 1e-6 on another).
+    # A wrong old log-prob (the sampler's, or a refreshed one) moves the weights elsewhere.
+    cached, separate = updated
+    error = sum(float((b - a).square().sum()) for a, b in zip(cached, separate, strict=True))
+    moved = sum(float((a - s).square().sum()) for a, s in zip(cached, start, strict=True))
+    assert error**0.5 <= 1e-3 * moved**0.5, f"{error**0.5:.3g} apart, after moving {moved**0.5:.3g}"
 
 
 class WithoutCache(torch.nn.Module):
