@@ -1023,6 +1023,7 @@ def task_rollout(prompt_ids: torch.Tensor, completion_ids: torch.Tensor, answers
         prompt_ids=prompt_ids.repeat_interleave(8, 0),
         completion_ids=completion_ids,
         completion_mask=eos_mask(completion_ids),
+        rewards=rewards,
         advantages=advantages.float(),
         ref_logps=None,
     )
@@ -1057,12 +1058,10 @@ def test_grpo_step_learns_to_reverse_digits(impl):
             what=f"step {k + 1}'s completions (sample_group's draws from the policy as the step "
             "found it, with the step's generator)",
         )
-        per_row = [answer for answer in answers for _ in range(8)]
         rollout = task_rollout(prompt_ids, sampled.completion_ids, answers)
-        scores = TASK.reward(TASK.tokenizer.decode_batch(sampled.completion_ids), per_row)
         assert_tensor(
             step["rewards"].float(),
-            torch.tensor(scores),
+            rollout["rewards"].float(),
             atol=1e-6,
             what=f"step {k + 1}'s rollout rewards",
         )
