@@ -77,16 +77,14 @@ def encode(value, depth: int = 0):
         return {"__t": "decimal", "repr": str(value)}
     if isinstance(value, np.ndarray):
         return {"__t": "ndarray", **_array_payload(value)}
-    if kind is np.str_:  # a str too, as a learner's code may get it from a numpy array
+    if isinstance(value, str):  # before np.generic: an np.str_ is both
         if len(value) > MAX_STRING:
             raise UnsupportedValue("a string is longer than the limit")
-        return {"__t": "npstr", "text": str.__str__(value)}
+        text = str.__str__(value)
+        # np.str_ keeps its type, as a learner's code may get one from a numpy array.
+        return {"__t": "npstr", "text": text} if kind is np.str_ else text
     if isinstance(value, np.generic):
         return {"__t": "npscalar", **_array_payload(np.asarray(value))}
-    if isinstance(value, str):
-        if len(value) > MAX_STRING:
-            raise UnsupportedValue("a string is longer than the limit")
-        return str.__str__(value)
     if isinstance(value, bytes):
         if len(value) > MAX_STRING:
             raise UnsupportedValue("a bytes value is longer than the limit")
