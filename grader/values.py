@@ -34,6 +34,9 @@ MAX_NDIM = 8
 MAX_STRING = 1_000_000
 MAX_DECIMAL = 1_000  # characters of a Decimal's text
 MAX_FIELDS = 256
+# Int dict keys stay within int64: Python hashes an int modulo 2**61 - 1, so larger keys can be
+# chosen to collide, and a dict of N colliding keys takes N**2 steps to build.
+KEY_BOUND = 2**63
 DTYPES = frozenset(
     ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
      "float16", "float32", "float64"]
@@ -103,6 +106,8 @@ def encode(value, depth: int = 0):
         for key, item in dict.items(value):
             if not isinstance(key, str | int) or isinstance(key, bool):
                 raise UnsupportedValue(f"dict keys must be str or int, not {type(key).__name__}")
+            if isinstance(key, int) and not -KEY_BOUND <= key < KEY_BOUND:
+                raise UnsupportedValue("an int dict key must fit in 64 bits")
             pairs.append([encode(key, depth + 1), encode(item, depth + 1)])
         return {"__t": "dict", "items": pairs}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -196,7 +201,7 @@ def decode(obj, budget: Budget | None = None, depth: int = 0):
             if type(pair) is not list or len(pair) != 2:
                 raise ProtocolError("bad dict item")
             key = decode(pair[0], budget, depth + 1)
-            if type(key) not in (str, int):
+            if type(key) is not str and not (type(key) is int and -KEY_BOUND <= key < KEY_BOUND):
                 raise ProtocolError("bad dict key")
             result[key] = decode(pair[1], budget, depth + 1)
         return result

@@ -68,7 +68,15 @@ def test_nan_crosses_as_nan():
 
 @pytest.mark.parametrize(
     "value",
-    [object(), np.array([object()]), {(1, 2): 3}, lambda: 1, np.array(["text"]), iter([1])],
+    [
+        object(),
+        np.array([object()]),
+        {(1, 2): 3},
+        lambda: 1,
+        np.array(["text"]),
+        iter([1]),
+        {2**63: 1},
+    ],
 )
 def test_anything_else_is_refused(value):
     with pytest.raises(values.UnsupportedValue):
@@ -109,6 +117,8 @@ def test_subclasses_lose_their_behaviour():
         {"__t": "record", "fields": [["__class__", 1]]},
         {"__t": "record", "fields": [["not a name", 1]]},
         {"__t": "dict", "items": [[[1], 2]]},
+        # Keys past 64 bits could all hash alike: building their dict would take N**2 steps.
+        {"__t": "dict", "items": [[k * (2**61 - 1), 0] for k in (1, 2**3, 2**40)]},
         {"__t": "fraction", "num": 1, "den": 0},
         {"__t": "fraction", "num": "1", "den": 2},
         {"__t": "decimal", "repr": "__import__('os')"},
@@ -120,6 +130,11 @@ def test_subclasses_lose_their_behaviour():
 def test_malformed_data_is_a_protocol_error(payload):
     with pytest.raises(values.ProtocolError):
         values.decode(payload)
+
+
+def test_int_dict_keys_of_64_bits_cross():
+    keys = {-(2**63): 0, 2**63 - 1: 1, 2**61 - 1: 2, 0: 3}
+    assert values.copy(keys) == keys
 
 
 def test_a_budget_caps_one_value_and_all_values_together():
@@ -466,8 +481,10 @@ def scale(x):
         ("_frame({'id': 1, 'value': 1.0})", "answered out of turn"),
         ("_frame({'id': 1, 'value': {'__t': 'pickle'}})", "answered out of turn|cannot be graded"),
         ("b'\\xff\\xff\\xff\\xff'", "sent malformed data"),
+        # 12 MB of empty objects would parse into about 130 MB of Python objects.
+        ("_frame({'id': 1, 'value': [{}] * 4_000_000})", "more JSON items than"),
     ],
-    ids=["garbage", "forged-id", "forged-object", "huge-length"],
+    ids=["garbage", "forged-id", "forged-object", "huge-length", "container-flood"],
 )
 def test_forged_frames_fail_the_submission_not_the_grader(tmp_path, payload, match):
     impl = sandboxed(tmp_path, FORGE.replace("{payload}", payload))

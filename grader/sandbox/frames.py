@@ -15,6 +15,10 @@ import struct
 import time
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+# Counted in the raw bytes before parsing: 64 MiB of `[{},{},...]` would parse into 1.4 GB of
+# Python objects. Honest frames carry arrays as base64 text and hold far fewer of either.
+MAX_CONTAINERS = 1_000_000  # JSON objects and arrays
+MAX_SEPARATORS = 8_000_000  # commas, one per further item
 _HEADER = struct.Struct(">I")
 
 
@@ -38,6 +42,8 @@ def pack(message: dict) -> bytes:
 
 
 def parse(body: bytes) -> dict:
+    if body.count(b"{") + body.count(b"[") > MAX_CONTAINERS or body.count(b",") > MAX_SEPARATORS:
+        raise FrameError("malformed frame: more JSON items than any value may hold")
     try:
         message = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
