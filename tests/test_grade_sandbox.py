@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -549,6 +550,34 @@ def scale(x):
     impl = sandboxed(tmp_path, body)
     assert impl.scale(1) == [False, False, False, False, False]
     impl.close()
+
+
+@needs_bwrap
+@pytest.mark.parametrize("where", ["usr/src/app", "venv/src/grpo-kit"])
+def test_a_checkout_inside_a_bound_folder_shows_only_the_sandboxs_files(
+    tmp_path, monkeypatch, where
+):
+    # A kit under a folder the sandbox binds whole (the venv, /usr) must not show its .git,
+    # which holds every hidden test and reference solution.
+    prefix = tmp_path / where.split("/")[0]
+    kit = tmp_path / where
+    for name in ("pyproject.toml", ".git/HEAD", "tests/test_secret.py", "reference/answer.py",
+                 "grader/values.py", "problems/__init__.py"):  # fmt: skip
+        (kit / name).parent.mkdir(parents=True, exist_ok=True)
+        (kit / name).write_text("secret")
+    monkeypatch.setattr(sys, "prefix", str(prefix))
+    monkeypatch.setattr(bwrap, "KIT_ROOT", kit)
+    bwrap.system_binds.cache_clear()
+    try:
+        names = ["pyproject.toml", ".git/HEAD", "tests/test_secret.py", "reference/answer.py",
+                 "grader/values.py", "problems/__init__.py"]  # fmt: skip
+        script = "; ".join(f"test -e {kit / n} && echo {n}" for n in names) + "; true"
+        shown = subprocess.run(bwrap.command((), (), ["/bin/sh", "-c", script]),
+                               capture_output=True, text=True, timeout=60)  # fmt: skip
+    finally:
+        bwrap.system_binds.cache_clear()
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.split() == ["grader/values.py", "problems/__init__.py"]
 
 
 @needs_bwrap

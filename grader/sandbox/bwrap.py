@@ -107,10 +107,15 @@ class _BindPlan:
         self.args: list[str] = []
         self.made: set[Path] = {Path("/")}
         self.bound: list[Path] = []
+        self.hidden: list[Path] = []
 
     def parents(self, target: Path) -> None:
         for parent in reversed(target.parents):
-            if parent not in self.made and not any(parent.is_relative_to(b) for b in self.bound):
+            # A folder inside a bound one exists already, unless a hidden folder covers it.
+            exists = any(parent.is_relative_to(b) for b in self.bound) and not any(
+                parent.is_relative_to(h) for h in self.hidden
+            )
+            if parent not in self.made and not exists:
                 self.args += ["--perms", "0755", "--dir", str(parent)]
                 self.made.add(parent)
 
@@ -125,6 +130,7 @@ class _BindPlan:
         self.parents(directory)
         self.args += ["--perms", "0755", "--tmpfs", str(directory)]
         self.made.add(directory)
+        self.hidden.append(directory)
 
 
 def visible_kit_files(probes: tuple[str, ...], reference: tuple[str, ...]) -> list[Path]:
@@ -150,13 +156,23 @@ def system_binds(probes: tuple[str, ...], reference: tuple[str, ...]) -> tuple[s
             plan.ro_bind(path)
     if Path("/etc/ld.so.cache").exists():
         plan.ro_bind(Path("/etc/ld.so.cache"))
-    for prefix in sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix)}):
-        if not prefix.is_relative_to("/usr"):
+    prefixes = [p for p in sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix)})
+                if not p.is_relative_to("/usr")]  # fmt: skip
+    # A checkout (its venv inside it, say) is covered whole, its .git and tests included, as it
+    # may also sit inside a bound folder (/usr/src/app, a venv's src/). An install's folder is
+    # site-packages: only the kit's own folders there are covered.
+    checkout = (KIT_ROOT / "pyproject.toml").exists()
+    for prefix in prefixes:
+        if not (checkout and prefix.is_relative_to(KIT_ROOT)):
             plan.ro_bind(prefix)
-    # The kit may sit inside a bound prefix (a non-editable install): hide its folders, then
-    # show the few files the sandbox may see.
-    for folder in ("grader", "problems", "reference"):
-        plan.hide(KIT_ROOT / folder)
+    for folder in (
+        [KIT_ROOT] if checkout else [KIT_ROOT / f for f in ("grader", "problems", "reference")]
+    ):
+        plan.hide(folder)
+    for prefix in prefixes:
+        if checkout and prefix.is_relative_to(KIT_ROOT):
+            plan.ro_bind(prefix)
+    # Then the few kit files the sandbox may see.
     for path in visible_kit_files(probes, reference):
         plan.ro_bind(path)
     return tuple(plan.args)
