@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.errors import GraderError
+from grader.errors import GraderError, SubmissionError, TimeLimitError
 from grader.problems import KIT_ROOT, Problem
 from grader.reports import StudentResult, TestResult
 from grader.runner import test_name
@@ -49,7 +49,15 @@ PYTEST_SPEEDUPS = (
     # the collector keeps the message students see.
     "-rN",
 )  # fmt: skip
-GRADER_ERROR = f"{GraderError.__module__}.{GraderError.__qualname__}"
+
+
+def _type_name(kind: type) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+GRADER_ERROR = _type_name(GraderError)
+TIME_LIMIT_ERROR = _type_name(TimeLimitError)
+SUBMISSION_ERRORS = (_type_name(SubmissionError), TIME_LIMIT_ERROR)
 
 
 @dataclass(frozen=True)
@@ -168,8 +176,8 @@ def _student_message(test: dict) -> str:
     if test["outcome"] == "passed":
         return ""
     message = str(test["message"])
-    if test["error_type"] == "grader.errors.SubmissionError":  # the message says it all
-        message = message.removeprefix("SubmissionError: ")
+    if test["error_type"] in SUBMISSION_ERRORS:  # the message says it all
+        message = message.removeprefix("SubmissionError: ").removeprefix("TimeLimitError: ")
     return message[:MAX_MESSAGE]
 
 
@@ -278,11 +286,25 @@ def grade_chunk(students: list[Submission], options: BatchOptions, sandbox: str,
                     f"({type(exc).__name__}: {exc})"]  # fmt: skip
 
 
+def timed_out(result: StudentResult | str) -> bool:
+    """Whether a test of this student's failed on a time limit."""
+    return isinstance(result, StudentResult) and any(
+        test["error_type"] == TIME_LIMIT_ERROR
+        for report in result.reports.values()
+        for test in report["tests"]
+    )
+
+
 def grade_all(
     students: list[Submission], options: BatchOptions, sandbox: str,
     on_done: Callable[[list], None],
 ) -> None:  # fmt: skip
     """Grade every student, `options.workers` pytest runs at a time; `on_done` per chunk.
+
+    Time limits are wall-clock time, and a student's processes can take CPU from another's
+    (widening their CPU affinity, say). With several workers, students who ran out of time
+    are therefore graded again once the rest are done, one pytest run at a time (a run grades
+    its students one after another), and that grade counts.
 
     On KeyboardInterrupt the chunks not started are cancelled and the pytest runs under way
     killed (their students are graded by the next run); chunks already finished are handed to
@@ -293,11 +315,31 @@ def grade_all(
     futures = [
         pool.submit(grade_chunk, c, options, sandbox, runs) for c in chunks(students, options)
     ]
+    by_name = {s.student: s for s in students}
+    again: list[Submission] = []
     handed: set = set()
+
+    def hand(results: list) -> None:
+        if options.workers > 1:
+            again.extend(by_name[r.student] for r in results if timed_out(r))
+            results = [r for r in results if not timed_out(r)]
+        on_done(results)
+
     try:
         for future in as_completed(futures):
             handed.add(future)
-            on_done(future.result())
+            hand(future.result())
+        if again:
+            who = "1 student" if len(again) == 1 else f"{len(again)} students"
+            print(f"\ngrading {who} again, alone: out of time while others were graded beside",
+                  file=sys.stderr)  # fmt: skip
+        for chunk in chunks(again, options):  # one pytest run at a time: nothing else runs
+            results = grade_chunk(chunk, options, sandbox, runs)
+            for result in results:
+                if isinstance(result, StudentResult):
+                    result.notes.append("ran out of time beside other students: graded again, "
+                                        "alone")  # fmt: skip
+            on_done(results)
     except BaseException as exc:
         runs.stop()
         pool.shutdown(wait=True, cancel_futures=True)
@@ -305,7 +347,7 @@ def grade_all(
             # Finished while we were stopping: keep them.
             if future not in handed and not future.cancelled() and future.exception() is None:
                 handed.add(future)
-                on_done(future.result())
+                hand(future.result())
         raise
     finally:
         pool.shutdown(wait=True)

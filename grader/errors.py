@@ -26,6 +26,11 @@ class SubmissionError(Exception):
     """The submission failed in a way that is not an ordinary exception of its own code."""
 
 
+class TimeLimitError(SubmissionError):
+    """The submission ran past a time limit. Limits are wall-clock time, so a machine busy with
+    other work can cause one: the batch grader grades such a student again, alone."""
+
+
 class UnexpectedResult(Exception):
     """Raised by a probe that finds a solution's result unusable (a float where a tensor was
     due, say); the test fails with the probe's message as it is."""

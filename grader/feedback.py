@@ -19,6 +19,7 @@ import difflib
 import re
 
 SUBMISSION_ERROR = "grader.errors.SubmissionError"
+TIME_LIMIT_ERROR = "grader.errors.TimeLimitError"
 NOT_IMPLEMENTED = "builtins.NotImplementedError"
 # All the printed output one run sends to the page; failing tests get their share first.
 TOTAL_OUTPUT_LIMIT = 20_000
@@ -109,6 +110,7 @@ def file_problems(tests: list[dict], source: str | None, names=()) -> list[dict]
     for test in tests:
         if test["outcome"] in ("failed", "error") and test.get("error_type") in (
             SUBMISSION_ERROR,
+            TIME_LIMIT_ERROR,
             NOT_IMPLEMENTED,
         ):
             groups.setdefault((test["error_type"], test["message"]), []).append(test)
@@ -126,7 +128,8 @@ def file_problems(tests: list[dict], source: str | None, names=()) -> list[dict]
             kind, line, column = "syntax", syntax.lineno, syntax.offset
         else:
             line = _line_of(kind, message, members, tree)
-        message = message.removeprefix("SubmissionError: ").removeprefix("NotImplementedError: ")
+        for prefix in ("SubmissionError: ", "TimeLimitError: ", "NotImplementedError: "):
+            message = message.removeprefix(prefix)
         for missing in missing_names if kind == "submission" else []:
             if f"'{missing['name']}'" in message and missing["closest"]:
                 line = line or missing["line"]

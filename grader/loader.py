@@ -39,7 +39,7 @@ from pathlib import Path
 from types import ModuleType
 
 from grader import values
-from grader.errors import SubmissionError, timeout_message
+from grader.errors import SubmissionError, TimeLimitError, timeout_message
 from grader.execution import (
     Session,
     decode_for,
@@ -240,9 +240,9 @@ class LocalRunner(Runner):
             with time_limit(allowance):
                 reply = self.session.execute(request)
         except _Timeout:
-            raise SubmissionError(late) from None
+            raise TimeLimitError(late) from None
         if time.monotonic() - started > allowance + 0.5:  # the solution caught the alarm
-            raise SubmissionError(late)
+            raise TimeLimitError(late)
         return reply
 
 

@@ -25,8 +25,10 @@ from pathlib import Path
 
 import pytest
 
+from grader import batch
 from grader import submissions as subs
 from grader.batch import (
+    TIME_LIMIT_ERROR,
     BatchOptions,
     PytestRuns,
     parse_shard,
@@ -35,6 +37,7 @@ from grader.batch import (
     split_collected,
 )
 from grader.problems import KIT_ROOT, get_problem
+from grader.reports import StudentResult
 from grader.sources import MAX_SOURCE_BYTES, check_source, reference_modules
 
 SLUG = "grpo_objective"
@@ -345,6 +348,39 @@ def test_a_sandbox_that_did_not_start_is_not_a_grade_whatever_its_message():
     assert graded.student == "ada" and graded.score(SLUG)[0] > 0
     assert failed == f"bob: could not be graded: {reason}"
     assert forged.student == "eve" and forged.score(SLUG)[0] == 0
+
+
+def _graded(student: str, error_type: str | None) -> StudentResult:
+    result = StudentResult(student)
+    result.reports[SLUG] = {"tests": [{"error_type": error_type}]}
+    return result
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_student_out_of_time_beside_others_is_graded_again_alone(monkeypatch, workers):
+    """Time limits are wall-clock time, and one student's processes can take another's CPU:
+    with several workers, a timeout is graded again after everyone else, and that grade counts."""
+    calls = []
+
+    def grade_chunk(chunk, options, sandbox, runs):  # "slow" runs out of time the first time
+        calls.append([s.student for s in chunk])
+        first = sum(call.count("slow") for call in calls) == 1
+        return [_graded(s.student, TIME_LIMIT_ERROR if s.student == "slow" and first else None)
+                for s in chunk]  # fmt: skip
+
+    monkeypatch.setattr(batch, "grade_chunk", grade_chunk)
+    students = [subs.Submission(name) for name in ("ada", "bob", "slow", "zoe")]
+    done = []
+    options = BatchOptions([PROBLEM], workers=workers, chunk_size=1)
+    batch.grade_all(students, options, "bwrap", done.extend)
+    outcomes = [(r.student, r.reports[SLUG]["tests"][0]["error_type"], r.notes) for r in done]
+    if workers == 1:  # nothing ran beside it: the timeout is its own
+        assert sorted(outcomes) == [("ada", None, []), ("bob", None, []),
+                                    ("slow", TIME_LIMIT_ERROR, []), ("zoe", None, [])]  # fmt: skip
+        return
+    assert calls[-1] == ["slow"] and len(calls) == 5  # after all the others, alone
+    assert sorted(outcomes[:3]) == [("ada", None, []), ("bob", None, []), ("zoe", None, [])]
+    assert outcomes[3][:2] == ("slow", None) and "graded again, alone" in outcomes[3][2][0]
 
 
 # ------------------------------------------------------------------ a batch of bad input

@@ -23,7 +23,7 @@ import signal
 import time
 from pathlib import Path
 
-from grader.errors import SubmissionError
+from grader.errors import SubmissionError, TimeLimitError
 from grader.loader import Limits, Runner
 from grader.problems import REFERENCE_DIR, Problem, ProblemSpecError, all_problems, load_problem
 from grader.sandbox import frames
@@ -114,21 +114,21 @@ class SandboxRunner(Runner):
         self.server: ForkServer | None = None
         self.process: StudentProcess | None = None
 
-    def _fail(self, reason: str) -> SubmissionError:
+    def _fail(self, reason: str, kind: type[SubmissionError] = SubmissionError) -> SubmissionError:
         """End the process; every later request fails with `reason` and what it printed."""
         printed = self.process.reader.printed().strip() if self.process else ""
         if printed:
             reason += f"\n--- its output ---\n{printed[-OUTPUT_TAIL:]}"
         self.reason = reason
         self.close()
-        return SubmissionError(reason)
+        return kind(reason)
 
     def _talk(self, message: dict, allowance: float, late: str) -> dict:
         # Its time is charged by Runner._send, around the whole exchange (import included).
         try:
             reply = self.process.exchange(message, time.monotonic() + max(0.0, allowance))
         except frames.Late:
-            raise self._fail(late) from None
+            raise self._fail(late, TimeLimitError) from None
         except frames.Closed:  # it died (give it a moment to be gone), or closed its pipe
             ending = self.process.end(wait_s=1.0)
             raise self._fail(_ending(ending, self.filename, self.sandbox_limits)) from None
