@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from problems.support.asserts import assert_scalar
+from problems.support.asserts import assert_scalar, broadcast_variants
 
 BASE_KEYS = {
     "reward",
@@ -466,11 +466,24 @@ BAD_INPUTS_OF_ONE = {
     for changed in (ONE[name].squeeze(), ONE[name][None])
 }
 
+# The whole batch (N = 6, T = 4) with one argument of a shape numpy broadcasts against its own: a
+# 1 in place of N or T, an axis missing or one of 1 added (a mask of shape (N, 1) is a valid mask
+# of one column, not among them). Each must raise, never spread one completion's value over all.
+CLIP = dict(ratios=RATIOS, advantages=ADVANTAGES)
+BAD_INPUTS_BROADCASTING = {
+    f"{name} of shape {changed.shape} with N = 6, T = 4": (CLIP if name in CLIP else {})
+    | {name: changed}
+    for name, value in (dict(mask=MASK, truncated=TRUNCATED) | CLIP).items()
+    for changed in broadcast_variants(value)
+    if not (name == "mask" and changed.ndim == 2 and len(changed) == len(MASK))
+}
+
 
 def test_bad_input_raises_value_error(impl):
     missed = []
     base = dict(rewards=REWARDS, group_size=3, mask=MASK, truncated=TRUNCATED)
     for what, arguments in [*((w, base | bad) for w, bad in BAD_INPUTS.items()),
+                            *((w, base | bad) for w, bad in BAD_INPUTS_BROADCASTING.items()),
                             *BAD_INPUTS_OF_ONE.items()]:  # fmt: skip
         try:
             got = impl.group_stats(**arguments)
