@@ -435,6 +435,8 @@ BAD_INPUTS = {
     "group_size True": dict(group_size=True),
     "2-D rewards without G columns": dict(rewards=np.array(REWARDS).reshape(3, 2)),
     "3-D rewards": dict(rewards=np.array(REWARDS).reshape(1, 2, 3)),
+    "rewards of shape (6, 1) in groups of 3": dict(rewards=np.array(REWARDS)[:, None]),
+    "rewards of shape (1, 6) in groups of 3": dict(rewards=np.array(REWARDS)[None]),
     "0-D rewards": dict(rewards=np.float64(1.0), group_size=1, mask=MASK[:1], truncated=[True]),
     "NaN reward": dict(rewards=[1.0, np.nan, 0.0, 1.0, 1.0, 1.0]),
     "infinite reward": dict(rewards=[1.0, 0.0, 0.0, 1.0, -np.inf, 1.0]),
