@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from problems.support.asserts import assert_scalar
+from problems.support.asserts import assert_scalar, broadcast_variants
 
 BASE_KEYS = {
     "reward",
@@ -435,6 +435,8 @@ BAD_INPUTS = {
     "group_size True": dict(group_size=True),
     "2-D rewards without G columns": dict(rewards=np.array(REWARDS).reshape(3, 2)),
     "3-D rewards": dict(rewards=np.array(REWARDS).reshape(1, 2, 3)),
+    "rewards of shape (6, 1) in groups of 3": dict(rewards=np.array(REWARDS)[:, None]),
+    "rewards of shape (1, 6) in groups of 3": dict(rewards=np.array(REWARDS)[None]),
     "0-D rewards": dict(rewards=np.float64(1.0), group_size=1, mask=MASK[:1], truncated=[True]),
     "NaN reward": dict(rewards=[1.0, np.nan, 0.0, 1.0, 1.0, 1.0]),
     "infinite reward": dict(rewards=[1.0, 0.0, 0.0, 1.0, -np.inf, 1.0]),
@@ -466,11 +468,24 @@ BAD_INPUTS_OF_ONE = {
     for changed in (ONE[name].squeeze(), ONE[name][None])
 }
 
+# The whole batch (N = 6, T = 4) with one argument of a shape numpy broadcasts against its own: a
+# 1 in place of N or T, an axis missing or one of 1 added (a mask of shape (N, 1) is a valid mask
+# of one column, not among them). Each must raise, never spread one completion's value over all.
+CLIP = dict(ratios=RATIOS, advantages=ADVANTAGES)
+BAD_INPUTS_BROADCASTING = {
+    f"{name} of shape {changed.shape} with N = 6, T = 4": (CLIP if name in CLIP else {})
+    | {name: changed}
+    for name, value in (dict(mask=MASK, truncated=TRUNCATED) | CLIP).items()
+    for changed in broadcast_variants(value)
+    if not (name == "mask" and changed.ndim == 2 and len(changed) == len(MASK))
+}
+
 
 def test_bad_input_raises_value_error(impl):
     missed = []
     base = dict(rewards=REWARDS, group_size=3, mask=MASK, truncated=TRUNCATED)
     for what, arguments in [*((w, base | bad) for w, bad in BAD_INPUTS.items()),
+                            *((w, base | bad) for w, bad in BAD_INPUTS_BROADCASTING.items()),
                             *BAD_INPUTS_OF_ONE.items()]:  # fmt: skip
         try:
             got = impl.group_stats(**arguments)

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from problems.support.asserts import assert_array
+from problems.support.asserts import assert_array, broadcast_variants
 
 ESTIMATORS = ["kl_k1", "kl_k2", "kl_k3"]
 LOG2 = math.log(2.0)
@@ -218,6 +218,11 @@ def test_keeps_the_dtype(impl, name, dtype):
 # elements), pairing log-probs of different tokens.
 MISMATCHED = [((3,), (1,)), ((2, 3), (3,)), ((2, 3), (3, 2)), ((2, 3), (2, 1)), ((1, 3), (3,)),
               ((3, 1), (1, 3)), ((2, 3), (2, 3, 1)), ((4,), (0,))]  # fmt: skip
+# And every shape numpy broadcasts against a list of tokens, a (B, T) batch or a 3-D array: a 1
+# in place of any axis ((1, T) against (B, T) has the same number of axes and the same last
+# one), an axis missing or one of 1 added.
+MISMATCHED += [(shape, variant.shape) for shape in ((4,), (2, 3), (2, 3, 4))
+               for variant in broadcast_variants(np.ones(shape))]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", ESTIMATORS)

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from problems.support.asserts import assert_scalar
+from problems.support.asserts import assert_scalar, broadcast_variants
 
 AGGREGATIONS = ["sequence", "token", "constant"]
 
@@ -420,6 +420,33 @@ def test_a_batch_of_one_of_the_wrong_shape_raises_value_error(impl):
             with pytest.raises(ValueError):
                 impl.masked_token_loss(**(one | {name: bad}))
                 pytest.fail(f"{name} of shape {bad.shape} with B = 1 was accepted")
+
+
+# Every shape numpy would broadcast against the (B, T) = (2, 3) batch, for each argument in turn:
+# a 1 in place of B or T (a mask of shape (B, 1) or (1, T) included), an axis missing or one of
+# 1 added, advantages of shape (1,), (B, 1) or (1, B). Each must raise, never pair the tokens
+# or completions of one row with another's.
+BROADCASTING = {
+    f"{name} of shape {variant.shape}": (name, variant)
+    for name, value in example(logp_ref=LOGP_REF).items()
+    for variant in broadcast_variants(value)
+}
+
+
+def test_shapes_numpy_would_broadcast_raise_value_error(impl):
+    missed = []
+    for what, (name, variant) in BROADCASTING.items():
+        arguments = example(logp_ref=LOGP_REF) | {name: variant}
+        for aggregation in AGGREGATIONS:
+            try:
+                got = impl.masked_token_loss(**arguments, aggregation=aggregation)
+            except ValueError:
+                continue
+            except Exception as exc:  # noqa: BLE001 - reported below with the input
+                missed.append(f"{what}, {aggregation!r}: raised {type(exc).__name__}: {exc}")
+            else:
+                missed.append(f"{what}, {aggregation!r}: returned {got!r}")
+    assert not missed, "expected a ValueError with B = 2, T = 3 for:\n" + "\n".join(missed)
 
 
 def test_unknown_aggregation_raises_value_error(impl):

@@ -447,6 +447,43 @@ def test_rewards_are_python_floats_whatever_the_weights(impl):
     assert_rewards(impl.correctness_reward([GOOD, "no"], [1, 1]), [0.0, 0.0])
 
 
+# Weights given as numpy scalars, among them pairs whose float32 (or float16) sum differs from
+# the sum of their values as Python floats: np.float32(0.25) + 0.7 is 0.949999988 in float32.
+NUMPY_WEIGHTS = [
+    dict(think_reward=np.float32(0.25), answer_reward=0.7),
+    dict(think_reward=0.7, answer_reward=np.float32(0.25)),
+    dict(think_reward=np.float32(0.1), answer_reward=np.float32(0.2)),
+    dict(think_reward=np.float16(0.1), answer_reward=np.float16(0.2)),
+    dict(think_reward=np.float16(0.25), answer_reward=0.7),
+    dict(think_reward=np.float64(0.1), answer_reward=np.float32(0.2)),
+    dict(think_reward=np.int64(1), answer_reward=np.float32(0.1)),
+    dict(think_reward=np.float32(0.3)),
+    dict(answer_reward=np.float32(0.3)),
+]
+
+
+def test_numpy_scalar_weights_add_up_as_python_floats(impl):
+    # Each weight counts as float(weight), and the sum is taken in Python floats, to the last bit.
+    def exactly(got, expected):
+        return type(got) is list and [(type(x), x) for x in got] == [(float, x) for x in expected]
+
+    texts = [GOOD, "<think>t</think>", "<answer>1</answer>", "no"]
+    wrong = []
+    for weights in NUMPY_WEIGHTS:
+        think = float(weights.get("think_reward", 0.5))
+        answer = float(weights.get("answer_reward", 0.5))
+        expected = [think + answer, think, answer, 0.0]
+        got = impl.format_reward(texts, **weights)
+        if not exactly(got, expected):
+            wrong.append(f"format_reward with {weights}: expected {expected}, got {got!r}")
+    for reward in (np.float32(0.1), np.float16(0.1), np.float64(0.7), np.int32(3)):
+        got = impl.correctness_reward([GOOD, "<answer>41</answer>"], [42, 42], reward=reward)
+        if not exactly(got, [float(reward), 0.0]):
+            wrong.append(f"correctness_reward with reward={reward!r}: expected "
+                         f"{[float(reward), 0.0]}, got {got!r}")  # fmt: skip
+    assert not wrong, f"{len(wrong)} wrong:\n" + "\n".join(wrong)
+
+
 def test_numpy_strings_are_strings(impl):
     # np.str_ is a str: an entry of that type is scored like any other text, and a single one
     # is a bare string (completions taken out of a numpy array come as np.str_).

@@ -83,3 +83,29 @@ def assert_tensor(got, expected, *, rtol: float = 1e-5, atol: float = 1e-7, what
         raise AssertionError(f"{what} should have a dtype like {expected.dtype}, got {got.dtype}")
     to_numpy = lambda t: t.detach().cpu().double().numpy()  # noqa: E731
     assert_array(to_numpy(got), to_numpy(expected), rtol=rtol, atol=atol, what=what)
+
+
+def broadcast_variants(x) -> list[np.ndarray]:
+    """Arrays cut from `x` whose shapes differ from x's, yet which numpy broadcasts against it.
+
+    A 1 in place of each axis longer than 1 (and of all such axes at once), the leading axes
+    dropped one by one down to 0-D, a leading axis of 1 added, and a trailing one where it
+    broadcasts (a column (N, 1) against (N,)). The values are x's own, so an implementation that
+    lets numpy broadcast returns a plausible number instead of raising; `x` should have no empty
+    axis and some axis longer than 1.
+    """
+    x = np.asarray(x)
+    cuts = [(slice(None),) * axis + (slice(0, 1),) for axis in range(x.ndim) if x.shape[axis] > 1]
+    if len(cuts) > 1:
+        cuts.append((slice(0, 1),) * x.ndim)
+    cuts += [(0,) * axes for axes in range(1, x.ndim + 1)] + [(None,), (..., None)]
+    found: dict[tuple, np.ndarray] = {}
+    for cut in cuts:
+        variant = np.array(x[cut])  # a copy, 0-D included (x[0, 0] alone is a numpy scalar)
+        try:
+            np.broadcast_shapes(variant.shape, x.shape)
+        except ValueError:
+            continue
+        found.setdefault(variant.shape, variant)
+    found.pop(x.shape, None)
+    return list(found.values())

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from problems.support.asserts import assert_array
+from problems.support.asserts import assert_array, broadcast_variants
 
 # One sequence of T = 3 tokens, prompt length 1, vocabulary of 3.
 # logits[0, 0] predicts token 1: probabilities [1/4, 1/2, 1/4]; the token is 1.
@@ -240,6 +240,11 @@ def test_mismatched_shapes_raise_value_error(impl):
         ((1, 5, 4), (1, 1, 5)),  # ids of one sequence with an axis too many
         ((1, 1, 5, 4), (1, 5)),  # logits of one sequence with an axis too many
     ]
+    # And every shape numpy broadcasts against ids (2, 5), or against logits (2, 5, 4) on their
+    # (B, T) axes (V = 1 is a vocabulary): a 1 in place of B or T, an axis missing or one of 1 added.
+    shapes += [((2, 5, 4), ids.shape) for ids in broadcast_variants(np.zeros((2, 5)))]
+    shapes += [(logits.shape, (2, 5)) for logits in broadcast_variants(np.zeros((2, 5, 4)))
+               if logits.shape[:2] != (2, 5) or logits.ndim != 3]  # fmt: skip
     for logits_shape, ids_shape in shapes:
         logits, ids = np.zeros(logits_shape), np.zeros(ids_shape, dtype=np.int64)
         with pytest.raises(ValueError):

@@ -45,6 +45,12 @@ REFUSED_EOS = {
     "none": None,
     "nested_list": [[2, 7]],
     "2d_array": np.array([[2], [7]]),
+    # Shapes that ids == eos_ids would broadcast against the (B, T) = (3, 4) ids: an id per row,
+    # an id per position, or one id in two dimensions.
+    "nested_list_per_row": [[2], [7], [9]],
+    "2d_array_per_row": np.array([[2], [7], [9]]),
+    "2d_array_per_position": np.array([[2, 7, 2, 7]]),
+    "2d_array_of_one": np.array([[2]]),
 }
 
 REFUSED_IDS = {

@@ -67,6 +67,8 @@ def cases():
         case("columns-6-by-3", np.arange(12.0).reshape(2, 6), 3, "2-D rows of two groups each"),
         case("columns-2-by-3", np.arange(6.0).reshape(3, 2), 3, "2-D with group_size as its rows"),
         case("columns-5-by-3-empty", np.zeros((0, 5)), 3, "no prompts, wrong columns all the same"),
+        case("column-of-6-by-3", np.array(EXAMPLE)[:, None], 3, "2-D (6, 1): a column, not 1-D"),
+        case("row-of-6-by-3", np.array([EXAMPLE]), 3, "2-D (1, 6): one row of two groups"),
         case("three-dimensional", np.ones((2, 2, 2)), 2, "more than 2 dimensions"),
         case("zero-dimensional", np.float64(1.0), 1, "a single number is not a batch"),
         case("nan", [0.0, 1.0, math.nan, 1.0], 2, "a NaN reward"),

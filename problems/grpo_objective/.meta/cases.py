@@ -4,6 +4,9 @@ import math
 
 import numpy as np
 
+from problems.support.asserts import broadcast_variants
+
+NAMES = ["rhos", "A", "pi_theta_old", "pi_theta_ref"]
 EXAMPLE = [[1.2, 0.8, 1.1], [1.0, 1.0, 1.0], [0.9, 1.1, 1.0], [1.0, 0.5, 1.5]]
 # Five outputs that hit every branch of the minimum: clipped low and high, unclipped on both
 # sides, and an advantage of 0.
@@ -71,4 +74,15 @@ def cases():
         ),
         case("all-2d", [[x] for x in EXAMPLE], "every input of shape (1, 3)"),
         case("scalar-ratio", [1.2, [1.0], [0.5], [0.5]], "a 0-d ratio"),
+        # Each input in turn of a shape numpy broadcasts against the others' (5,): (1,), 0-d,
+        # a row (1, 5) or a column (5, 1).
+        *[
+            case(
+                f"broadcast-{name}-{'x'.join(map(str, bad.shape)) or '0d'}",
+                [*MIXED[:i], bad, *MIXED[i + 1 :]],
+                f"{name} of shape {bad.shape}, the others of shape (5,)",
+            )
+            for i, name in enumerate(NAMES)
+            for bad in broadcast_variants(MIXED[i])
+        ],
     ]
