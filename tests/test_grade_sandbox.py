@@ -580,6 +580,22 @@ def test_a_checkout_inside_a_bound_folder_shows_only_the_sandboxs_files(
     assert shown.stdout.split() == ["grader/values.py", "problems/__init__.py"]
 
 
+def test_a_server_warmed_ahead_is_the_one_the_first_student_gets():
+    from grader.problems import get_problem
+    from grader.sandbox.submission import key_for
+
+    servers = forkserver.Servers()
+    key = key_for(get_problem("grpo_objective"))
+    try:
+        servers.warm(key)
+        warmed = servers.spares[key]
+        servers.warm(key)  # no second one
+        assert servers.spares[key] is warmed
+        assert servers.acquire(key) is warmed
+    finally:
+        servers.close_all()
+
+
 @needs_bwrap
 def test_students_cannot_reach_each_other(tmp_path):
     """Two students of one fork server: distinct uids, neither can signal the other."""

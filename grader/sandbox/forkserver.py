@@ -219,6 +219,13 @@ class Servers:
         self.shared: dict[Key, ForkServer] = {}
         self.spares: dict[Key, ForkServer] = {}
 
+    def warm(self, key: Key) -> None:
+        """Start a server for `key` now, without waiting for it: the first student finds it
+        ready (or nearly), its imports done while the grader did other work."""
+        if key not in self.shared and key not in self.spares:
+            with contextlib.suppress(GraderError):  # acquire says it again, for a student
+                self.spares[key] = ForkServer(key)
+
     def acquire(self, key: Key) -> ForkServer:
         server = self.shared.get(key)
         if server is not None and server.process.poll() is None:

@@ -75,6 +75,13 @@ def _key_for(problem_dir: Path) -> Key:
     return Key(torch, probes)
 
 
+def warm_up(problem_dirs: list[Path]) -> None:
+    """Start the fork servers of these problems' sandboxes now (see `Servers.warm`)."""
+    for problem_dir in problem_dirs:
+        if (problem_dir / "problem.toml").is_file():
+            SERVERS.warm(_key_for(problem_dir.resolve()))
+
+
 def limits_for(problem: Problem, options: dict | None = None) -> tuple[Limits, SandboxLimits]:
     """The problem's limits, changed by the batch grader's `options` (by default, those it
     passed to this process in the environment)."""
