@@ -307,6 +307,43 @@ def test_accepts_every_form_of_eos_ids(impl):
         assert torch.equal(result["completion_mask"], torch.tensor([[1, 1, 1, 0, 0]]))
 
 
+def test_eos_ids_in_the_prompts_do_not_finish_a_row(impl):
+    # A row is finished once it has *emitted* an EOS id: EOS ids anywhere in its prompt, at its
+    # end included, count for nothing. Prompts with and without them, in one batch.
+    eos = [9, 4]
+    result = sample(impl, COUNTER, prompts([4, 9, 1], [0, 0, 5], [9, 4, 9], [3, 9, 4], [1, 2, 6]),
+                    2, 7, eos)  # fmt: skip
+    completions = [[2, 3, 4, 9, 9, 9, 9], [6, 7, 8, 9, 9, 9, 9], [0, 1, 2, 3, 4, 9, 9],
+                   [5, 6, 7, 8, 9, 9, 9], [7, 8, 9, 9, 9, 9, 9]]  # fmt: skip
+    lengths = [3, 4, 5, 5, 3]
+    expected = torch.tensor(completions).repeat_interleave(2, 0)
+    mask = torch.tensor([[1] * n + [0] * (7 - n) for n in lengths]).repeat_interleave(2, 0)
+    for name, want in (("completion_ids", expected), ("completion_mask", mask)):
+        assert torch.equal(result[name], want), (
+            f"prompts holding EOS ids {eos}: a row is finished only once it has emitted one, "
+            f"an EOS id in its prompt does not count\nexpected {name}\n{want}\n"
+            f"got\n{result[name]}"
+        )
+    # Prompts of one token, an EOS id each: nothing ends the first two rows, which are truncated.
+    result = sample(impl, COUNTER, prompts([9], [4], [0]), 1, 4, eos)
+    expected = torch.tensor([[0, 1, 2, 3], [5, 6, 7, 8], [1, 2, 3, 4]])
+    assert torch.equal(result["completion_ids"], expected), (
+        f"prompts [9], [4], [0] with EOS ids {eos}: expected {expected}, got "
+        f"{result['completion_ids']}"
+    )
+    assert torch.equal(result["completion_mask"], torch.ones(3, 4, dtype=torch.long)), (
+        f"a prompt that is an EOS id does not finish its row: expected all ones, got "
+        f"{result['completion_mask']}"
+    )
+    # With a KV cache, and a model whose logits depend on the whole context.
+    spec = {"kind": "CachedContextLM", "seed": 3, "strict": True}
+    prompt_ids = prompts([0, 4, 1], [2, 3, 5], [4, 4, 0])
+    result = sample(impl, spec, prompt_ids, 3, 7, [0, 4], temperature=1.3)
+    check_fields(result, 9, 7, 8)
+    check_completions(result, [0, 4])
+    check_logprobs(result, spec, prompt_ids, 3, temperature=1.3)
+
+
 def test_truncated_completions_are_all_ones_in_the_mask(impl):
     result = sample(impl, COUNTER, prompts([0], [3]), 2, 4, 9)
     expected = torch.tensor([[1, 2, 3, 4], [1, 2, 3, 4], [4, 5, 6, 7], [4, 5, 6, 7]])
