@@ -623,6 +623,41 @@ def test_members_of_a_group_differ(impl):
     assert len(distinct) > 1, "the G completions of a prompt are independent samples"
 
 
+# Pair statistics of 16 cells against the true product of the marginals: above 80 with
+# probability 7e-11 for independent draws (chi-square of 15 degrees of freedom).
+CHI_SQUARE_LIMIT = 80.0
+
+
+def test_tokens_of_different_steps_are_independent(impl):
+    # A model whose next-token distribution never changes: every token of every completion is
+    # an independent draw from q (the EOS id, of probability 1e-30, never comes). One noise
+    # reused at every step, or a generator restarted at each step, gets each step's frequencies
+    # right but ties the steps together: the frequencies of pairs of tokens show it, for two
+    # steps of one completion, or of two completions of a group.
+    q = np.array([0.4, 0.3, 0.2, 0.1])
+    steps = 6
+    result = sample(impl, constant([*q, 1e-30]), prompts([0], [1]), 1000, steps, 4, seed=3)
+    check_fields(result, 2000, steps, 5)
+    ids = result["completion_ids"].numpy()
+    check_frequencies(result["completion_ids"], [*q, 0.0])
+    even, odd = ids[0::2], ids[1::2]  # completions 2k and 2k + 1 of one prompt
+    pairs = [(f"steps {s} and {t} of a completion", ids[:, s], ids[:, t])
+             for s in range(steps) for t in range(s + 1, steps)]  # fmt: skip
+    pairs += [(f"step {s} of completion 2k and step {t} of completion 2k + 1", even[:, s], odd[:, t])
+              for s in range(steps) for t in range(steps)]  # fmt: skip
+    for what, first, second in pairs:
+        counts = np.bincount(first * len(q) + second, minlength=len(q) ** 2)
+        expected = len(first) * np.outer(q, q).flatten()
+        chi_square = float(((counts - expected) ** 2 / expected).sum())
+        assert chi_square <= CHI_SQUARE_LIMIT, (
+            f"the tokens at {what} are not independent draws: the same token at both in "
+            f"{np.mean(first == second):.1%} of {len(first)} pairs, {q @ q:.1%} expected (pair "
+            f"frequencies' chi-square {chi_square:.0f}, at most {CHI_SQUARE_LIMIT:g} for "
+            "independent draws). Draw new random numbers from `generator` at every step, for "
+            "every row: do not reuse one noise, or restart the generator, at each step"
+        )
+
+
 def test_without_a_generator_the_global_seed_decides(impl):
     prompt_ids = prompts([1, 2], [3, 4])
     first = sample(impl, CONTEXT, prompt_ids, 4, 6, 0, seed=None, global_seed=11)
