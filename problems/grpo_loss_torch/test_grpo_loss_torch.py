@@ -433,6 +433,26 @@ def test_unknown_aggregation_raises_value_error(impl):
             pytest.fail(f"aggregation {aggregation!r} was accepted")
 
 
+def shaped_case(shape, **shapes) -> dict:
+    """Valid values in any shapes: logp, logp_old, logp_ref and mask of `shape`, the advantages
+    of shape[:1], unless `shapes` names another shape for one of them."""
+    g = torch.Generator().manual_seed(len(shape) + 10 * sum(shape))
+    sizes = {name: shape for name in (*FLOATS[:3], "mask")} | {"advantages": shape[:1]} | shapes
+    case = {name: torch.log(torch.rand(sizes[name], generator=g, dtype=F64) * 0.9 + 0.05)
+            for name in FLOATS[:3]}  # fmt: skip
+    case["advantages"] = torch.randn(sizes["advantages"], generator=g, dtype=F64)
+    case["mask"] = torch.ones(sizes["mask"], dtype=torch.int64)
+    return case
+
+
+# Shapes that broadcast against the log-probs' (4, 5) (the advantages': against (4,)), or that
+# hold as many values: accepted, they would pair the wrong tokens or completions.
+WRONG_TOKENS = [(1, 5), (4, 1), (5,), (1, 4, 5), (4, 5, 1), (), (5, 4), (2, 10), (20,)]
+BROADCASTING = dict.fromkeys((*FLOATS[:3], "mask"), WRONG_TOKENS) | {
+    "advantages": [(), (1,), (4, 1), (1, 4), (1, 1), (4, 5), (2, 2), (5,)],
+}
+
+
 def test_mismatched_shapes_raise_value_error(impl):
     case = random_case(21)
     bad = {
@@ -442,11 +462,37 @@ def test_mismatched_shapes_raise_value_error(impl):
         "advantages": [case["advantages"][:1], case["advantages"][:, None], case["advantages"][0]],
         "mask": [case["mask"][:, :4], case["mask"][:1]],
     }
-    for name, replacements in bad.items():
-        for replacement in replacements:
+    for name, shapes in BROADCASTING.items():
+        bad[name] += [shaped_case((4, 5), **{name: shape})[name] for shape in shapes]
+    cases = [(name, (4, 5), {**case, name: x}) for name, xs in bad.items() for x in xs]
+    # A batch of one completion, or of one token per completion: the advantages (B,) and a
+    # row or column of the log-probs hold as many values.
+    for shape, name, wrong in (((1, 5), "advantages", ()), ((1, 5), "advantages", (1, 1)),
+                               ((1, 5), "advantages", (5,)), ((4, 1), "advantages", (4, 1)),
+                               ((4, 1), "advantages", (1, 4)), ((1, 5), "logp_old", (5,)),
+                               ((4, 1), "logp_ref", (4,)), ((1, 5), "mask", (5,)),
+                               ((4, 1), "mask", (4,)), ((4, 1), "logp", (4,))):  # fmt: skip
+        cases.append((name, shape, shaped_case(shape, **{name: wrong})))
+    for name, shape, inputs in cases:
+        what = f"{name} of shape {tuple(inputs[name].shape)} in a batch of shape {shape}"
+        for aggregation in AGGREGATIONS:
             with pytest.raises(ValueError):
-                impl.grpo_loss(**{**case, name: replacement})
-                pytest.fail(f"{name} of shape {tuple(replacement.shape)} was accepted")
+                impl.grpo_loss(**inputs, aggregation=aggregation)
+                pytest.fail(f"{what} was accepted ({aggregation!r})")
+
+
+def test_log_probs_that_are_not_2d_raise_value_error(impl):
+    # All four (B, T) inputs of one shape, the advantages one per "row": consistent with each
+    # other, but not a batch of (B, T) tokens.
+    cases = [shaped_case(shape) for shape in ((5,), (1,), (4, 5, 1), (2, 2, 1), (1, 4, 5), ())]
+    cases += [shaped_case((), advantages=(1,)), shaped_case((3,), advantages=(1,)),
+              shaped_case((2, 3, 4), advantages=(2, 3))]  # fmt: skip
+    for case in cases:
+        shapes = {name: tuple(value.shape) for name, value in case.items()}
+        for aggregation in AGGREGATIONS:
+            with pytest.raises(ValueError):
+                impl.grpo_loss(**case, aggregation=aggregation)
+                pytest.fail(f"inputs of shapes {shapes} were accepted ({aggregation!r})")
 
 
 def test_mask_that_is_not_zero_or_one_raises_value_error(impl):

@@ -193,6 +193,13 @@ def mod3_pairs(completion_ids: torch.Tensor, answers: list) -> list[float]:
     return mod3_ranked(completion_ids, [answers[row][0] for row in range(len(completion_ids))])
 
 
+def given_or_mod3(completion_ids: torch.Tensor, answers: list) -> list[float]:
+    """A row's answer itself when it is a float, the same for each completion of its prompt (a
+    group of equal rewards); mod3 against it when it is a string of digits."""
+    scores = mod3(completion_ids, [0 if isinstance(a, float) else a for a in answers])
+    return [a if isinstance(a, float) else score for a, score in zip(answers, scores, strict=True)]
+
+
 def reverse_digits(completion_ids: torch.Tensor, answers: list) -> list[float]:
     """The reverse-digits task's own reward: the share of the answer's characters right."""
     return TASK.reward(TASK.tokenizer.decode_batch(completion_ids), list(answers))
@@ -200,7 +207,7 @@ def reverse_digits(completion_ids: torch.Tensor, answers: list) -> list[float]:
 
 REWARDS = {"mod3": mod3, "mod3_tensor": mod3_tensor, "mod3_tiny": mod3_tiny,
            "mod3_pairs": mod3_pairs, "mod3_ranked": mod3_ranked,
-           "reverse_digits": reverse_digits}  # fmt: skip
+           "given_or_mod3": given_or_mod3, "reverse_digits": reverse_digits}  # fmt: skip
 
 
 class RecordingReward:

@@ -489,6 +489,87 @@ def test_advantages_compare_each_reward_with_its_own_group(impl, scale_rewards):
     )
 
 
+def given_or_mod3(completion_ids: torch.Tensor, answers: list) -> torch.Tensor:
+    """The probes' given_or_mod3 reward, as float32: a float answer is every one of its
+    completions' reward, a string of digits scores them as mod3 does."""
+    scores = [
+        a if isinstance(a, float) else float(((row % 3) == int(a) % 3).double().mean())
+        for row, a in zip(completion_ids, answers, strict=True)
+    ]
+    return torch.tensor(scores, dtype=torch.float32)
+
+
+def equal_reward_advantages(rewards: torch.Tensor, G: int, scale_rewards: str) -> torch.Tensor:
+    """Advantages of the float32 rewards, computed in float64: exactly 0 for a group whose
+    rewards are all equal (tested as such, not through a mean or a std)."""
+    groups = rewards.double().reshape(-1, G)
+    constant = groups.amax(1, keepdim=True) == groups.amin(1, keepdim=True)
+    advantages = groups - groups.mean(1, keepdim=True)
+    if scale_rewards == "group":
+        advantages = advantages / (groups.std(1, keepdim=True) + 1e-8)
+    return torch.where(constant, 0.0, advantages).reshape(-1)
+
+
+# Groups of equal rewards whose float32 mean is one ulp off (8 rewards of 0.7 average to
+# 0.7 + 6e-8): (r - mean) / (std + eps) turns that rounding into advantages of +-0.8 or more.
+# One prompt, or several, some of whose groups are not constant (a string answer: mod3).
+EQUAL_GROUPS = [(8, [0.7]), (7, [0.1]), (16, [0.3]), (6, [0.3]), (8, [0.3, 0.2, 0.6, 0.9]),
+                (8, [0.7, ANSWERS[2], 0.1, 1 / 3]), (6, [0.9, 0.3, ANSWERS[1], 0.6])]  # fmt: skip
+
+
+@pytest.mark.parametrize("scale_rewards", ["group", "none"])
+def test_groups_of_equal_rewards_have_advantages_of_exactly_zero(impl, scale_rewards):
+    for G, answers in EQUAL_GROUPS:
+        r, _ = rollout_of(impl, groups=len(answers), G=G, reward="given_or_mod3",
+                          answers=answers, scale_rewards=scale_rewards)  # fmt: skip
+        per_row = [answer for answer in answers for _ in range(G)]
+        rewards = given_or_mod3(r.completion_ids, per_row)
+        what = f"{G} completions of prompts whose answers are {answers}"
+        assert_tensor(r.rewards.float(), rewards, atol=1e-6, what=f"rewards of {what}")
+        expected = equal_reward_advantages(rewards, G, scale_rewards)
+        equal = (rewards.reshape(-1, G) == rewards.reshape(-1, G)[:, :1]).all(1)
+        equal = equal.repeat_interleave(G)
+        got = r.advantages.double()
+        assert bool((got[equal] == 0).all()), (
+            f"{what}, scale_rewards={scale_rewards!r}: a group whose rewards are all equal has "
+            f"advantages of exactly 0, got {got.reshape(-1, G)} (the float32 mean of equal "
+            "rewards can be one ulp off them: test the equality itself, or use group_advantages)"
+        )
+        assert_tensor(got, expected, atol=1e-6, rtol=1e-5,
+                      what=f"advantages of {what}, scale_rewards={scale_rewards!r}")  # fmt: skip
+
+
+def test_groups_of_equal_rewards_do_not_move_the_weights(impl):
+    # Every group of equal rewards: nothing to learn, not a weight may move (SGD, no KL).
+    for G, answers in ((8, [0.7]), (7, [0.1]), (8, [0.3, 0.2, 0.6])):
+        options = config(num_generations=G, num_iterations=2)
+        got = impl.probe.run_grpo_step(tiny(0), None, SGD, PROMPT_IDS[: len(answers)], answers,
+                                       "given_or_mod3", EOS, options, 12)  # fmt: skip
+        start = weights(gpt(tiny(0)))
+        after = tensors_like(got["weights"], start, "the weights after the step")
+        moved = [n for n, w in after.items() if not torch.equal(w, start[n])]
+        assert not moved, (
+            f"the {G} completions of each prompt (answers {answers}) have the same reward (their "
+            f"group's advantages are 0), yet the step moved {moved}"
+        )
+    # A constant group beside one that is not: the update is the other group's alone.
+    answers, G = [0.7, ANSWERS[2]], 8
+    options = config(num_generations=G)
+    got = impl.probe.run_grpo_step(tiny(0), None, SGD, PROMPT_IDS[:2], answers, "given_or_mod3",
+                                   EOS, options, 13)  # fmt: skip
+    r = SimpleNamespace(**got["rollout"])
+    rewards = given_or_mod3(r.completion_ids, [a for a in answers for _ in range(G)])
+    rollout = dict(
+        prompt_ids=r.prompt_ids,
+        completion_ids=r.completion_ids,
+        completion_mask=eos_mask(r.completion_ids),
+        advantages=equal_reward_advantages(rewards, G, "group").float(),
+        ref_logps=None,
+    )
+    expected = sgd_optimize(tiny(0), rollout, options, SGD["lr"])
+    check_update(got, expected, tiny(0), f"a step on answers {answers} (the first group constant)")
+
+
 def test_reference_logps_are_the_reference_models_and_only_when_beta_is_positive(impl):
     r, _ = rollout_of(impl, ref=tiny(1), G=4, beta=0.1, temperature=0.7)
     assert r.ref_logps is not None, (

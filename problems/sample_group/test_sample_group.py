@@ -307,6 +307,43 @@ def test_accepts_every_form_of_eos_ids(impl):
         assert torch.equal(result["completion_mask"], torch.tensor([[1, 1, 1, 0, 0]]))
 
 
+def test_eos_ids_in_the_prompts_do_not_finish_a_row(impl):
+    # A row is finished once it has *emitted* an EOS id: EOS ids anywhere in its prompt, at its
+    # end included, count for nothing. Prompts with and without them, in one batch.
+    eos = [9, 4]
+    result = sample(impl, COUNTER, prompts([4, 9, 1], [0, 0, 5], [9, 4, 9], [3, 9, 4], [1, 2, 6]),
+                    2, 7, eos)  # fmt: skip
+    completions = [[2, 3, 4, 9, 9, 9, 9], [6, 7, 8, 9, 9, 9, 9], [0, 1, 2, 3, 4, 9, 9],
+                   [5, 6, 7, 8, 9, 9, 9], [7, 8, 9, 9, 9, 9, 9]]  # fmt: skip
+    lengths = [3, 4, 5, 5, 3]
+    expected = torch.tensor(completions).repeat_interleave(2, 0)
+    mask = torch.tensor([[1] * n + [0] * (7 - n) for n in lengths]).repeat_interleave(2, 0)
+    for name, want in (("completion_ids", expected), ("completion_mask", mask)):
+        assert torch.equal(result[name], want), (
+            f"prompts holding EOS ids {eos}: a row is finished only once it has emitted one, "
+            f"an EOS id in its prompt does not count\nexpected {name}\n{want}\n"
+            f"got\n{result[name]}"
+        )
+    # Prompts of one token, an EOS id each: nothing ends the first two rows, which are truncated.
+    result = sample(impl, COUNTER, prompts([9], [4], [0]), 1, 4, eos)
+    expected = torch.tensor([[0, 1, 2, 3], [5, 6, 7, 8], [1, 2, 3, 4]])
+    assert torch.equal(result["completion_ids"], expected), (
+        f"prompts [9], [4], [0] with EOS ids {eos}: expected {expected}, got "
+        f"{result['completion_ids']}"
+    )
+    assert torch.equal(result["completion_mask"], torch.ones(3, 4, dtype=torch.long)), (
+        f"a prompt that is an EOS id does not finish its row: expected all ones, got "
+        f"{result['completion_mask']}"
+    )
+    # With a KV cache, and a model whose logits depend on the whole context.
+    spec = {"kind": "CachedContextLM", "seed": 3, "strict": True}
+    prompt_ids = prompts([0, 4, 1], [2, 3, 5], [4, 4, 0])
+    result = sample(impl, spec, prompt_ids, 3, 7, [0, 4], temperature=1.3)
+    check_fields(result, 9, 7, 8)
+    check_completions(result, [0, 4])
+    check_logprobs(result, spec, prompt_ids, 3, temperature=1.3)
+
+
 def test_truncated_completions_are_all_ones_in_the_mask(impl):
     result = sample(impl, COUNTER, prompts([0], [3]), 2, 4, 9)
     expected = torch.tensor([[1, 2, 3, 4], [1, 2, 3, 4], [4, 5, 6, 7], [4, 5, 6, 7]])
@@ -584,6 +621,41 @@ def test_members_of_a_group_differ(impl):
     result = sample(impl, CONTEXT, prompts([1, 2]), 8, 8, 0)
     distinct = {tuple(row.tolist()) for row in result["completion_ids"]}
     assert len(distinct) > 1, "the G completions of a prompt are independent samples"
+
+
+# Pair statistics of 16 cells against the true product of the marginals: above 80 with
+# probability 7e-11 for independent draws (chi-square of 15 degrees of freedom).
+CHI_SQUARE_LIMIT = 80.0
+
+
+def test_tokens_of_different_steps_are_independent(impl):
+    # A model whose next-token distribution never changes: every token of every completion is
+    # an independent draw from q (the EOS id, of probability 1e-30, never comes). One noise
+    # reused at every step, or a generator restarted at each step, gets each step's frequencies
+    # right but ties the steps together: the frequencies of pairs of tokens show it, for two
+    # steps of one completion, or of two completions of a group.
+    q = np.array([0.4, 0.3, 0.2, 0.1])
+    steps = 6
+    result = sample(impl, constant([*q, 1e-30]), prompts([0], [1]), 1000, steps, 4, seed=3)
+    check_fields(result, 2000, steps, 5)
+    ids = result["completion_ids"].numpy()
+    check_frequencies(result["completion_ids"], [*q, 0.0])
+    even, odd = ids[0::2], ids[1::2]  # completions 2k and 2k + 1 of one prompt
+    pairs = [(f"steps {s} and {t} of a completion", ids[:, s], ids[:, t])
+             for s in range(steps) for t in range(s + 1, steps)]  # fmt: skip
+    pairs += [(f"step {s} of completion 2k and step {t} of completion 2k + 1", even[:, s], odd[:, t])
+              for s in range(steps) for t in range(steps)]  # fmt: skip
+    for what, first, second in pairs:
+        counts = np.bincount(first * len(q) + second, minlength=len(q) ** 2)
+        expected = len(first) * np.outer(q, q).flatten()
+        chi_square = float(((counts - expected) ** 2 / expected).sum())
+        assert chi_square <= CHI_SQUARE_LIMIT, (
+            f"the tokens at {what} are not independent draws: the same token at both in "
+            f"{np.mean(first == second):.1%} of {len(first)} pairs, {q @ q:.1%} expected (pair "
+            f"frequencies' chi-square {chi_square:.0f}, at most {CHI_SQUARE_LIMIT:g} for "
+            "independent draws). Draw new random numbers from `generator` at every step, for "
+            "every row: do not reuse one noise, or restart the generator, at each step"
+        )
 
 
 def test_without_a_generator_the_global_seed_decides(impl):
