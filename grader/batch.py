@@ -319,8 +319,10 @@ def grade_all(
     again: list[Submission] = []
     handed: set = set()
 
+    beside = options.workers > 1 and len(futures) > 1  # could a run have had another beside it?
+
     def hand(results: list) -> None:
-        if options.workers > 1:
+        if beside:
             again.extend(by_name[r.student] for r in results if timed_out(r))
             results = [r for r in results if not timed_out(r)]
         on_done(results)
