@@ -42,9 +42,12 @@ PYTEST_ARGS = (
 def _forget_test_modules(root: Path) -> None:
     # Each run imports the problem's conftest, tests and reference afresh, as a new pytest
     # process would: the same interpreter runs many times in the browser and in parity runs.
+    # By name too: `problems.conftest` imported from another copy of the kit (a test run of
+    # the kit itself) would make pytest refuse this root's conftest of the same name.
     owned = (str(root / "problems"), str(root / "reference"))
     for name, module in list(sys.modules.items()):
-        if (getattr(module, "__file__", None) or "").startswith(owned):
+        own = (getattr(module, "__file__", None) or "").startswith(owned)
+        if own or name.split(".")[0] in ("problems", "reference"):
             del sys.modules[name]
 
 
