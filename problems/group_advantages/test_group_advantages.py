@@ -1,12 +1,13 @@
 """Hidden tests for group_advantages. The implementation arrives through the `impl` fixture."""
 
 import math
+from functools import partial
 
 import numpy as np
 import pytest
 
 from problems.support import cases
-from problems.support.asserts import assert_array
+from problems.support.asserts import assert_array, calls_without_value_error
 
 SQRT3 = math.sqrt(3.0)
 # [1, 0, 1] has mean 2/3 and sample std sqrt(1/3); [0, 0, 0] is a constant group.
@@ -217,16 +218,9 @@ def test_accepts_lists_and_numpy_integer_group_sizes(impl):
 
 
 def test_bad_input_raises_value_error(impl):
-    missed = []
-    for case in ERROR_CASES:
-        try:
-            got = case.run(impl)
-        except ValueError:
-            continue
-        except Exception as exc:  # noqa: BLE001 - reported below with the case
-            missed.append(f"{case.name} ({case.about}): raised {type(exc).__name__}: {exc}")
-        else:
-            missed.append(f"{case.name} ({case.about}): returned {got!r}")
+    missed = calls_without_value_error(
+        (f"{case.name} ({case.about})", partial(case.run, impl)) for case in ERROR_CASES
+    )
     assert not missed, "expected a ValueError for:\n" + "\n".join(missed)
 
 

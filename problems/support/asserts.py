@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 import reprlib
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -109,3 +110,22 @@ def broadcast_variants(x) -> list[np.ndarray]:
         found.setdefault(variant.shape, variant)
     found.pop(x.shape, None)
     return list(found.values())
+
+
+def calls_without_value_error(calls: Iterable[tuple[str, Callable[[], object]]]) -> list[str]:
+    """Run each `(what, call)`; for those that did not raise ValueError, say what they did.
+
+    Bad-input tables check every row and report all misses at once: a learner sees each input
+    their checks let through, not only the first.
+    """
+    missed = []
+    for what, call in calls:
+        try:
+            got = call()
+        except ValueError:
+            continue
+        except Exception as exc:  # noqa: BLE001 - any other outcome is a miss, reported
+            missed.append(f"{what}: raised {type(exc).__name__}: {exc}")
+        else:
+            missed.append(f"{what}: returned {_SHOWN.repr(got)}")
+    return missed
