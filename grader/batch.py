@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.errors import GraderError, SubmissionError, TimeLimitError
+from grader.errors import GraderError, SubmissionError, TimeLimitError, type_name
 from grader.problems import KIT_ROOT, Problem
 from grader.reports import StudentResult, TestResult
 from grader.runner import test_name
@@ -51,13 +51,9 @@ PYTEST_SPEEDUPS = (
 )  # fmt: skip
 
 
-def _type_name(kind: type) -> str:
-    return f"{kind.__module__}.{kind.__qualname__}"
-
-
-GRADER_ERROR = _type_name(GraderError)
-TIME_LIMIT_ERROR = _type_name(TimeLimitError)
-SUBMISSION_ERRORS = (_type_name(SubmissionError), TIME_LIMIT_ERROR)
+GRADER_ERROR = type_name(GraderError)
+TIME_LIMIT_ERROR = type_name(TimeLimitError)
+SUBMISSION_ERRORS = (type_name(SubmissionError), TIME_LIMIT_ERROR)
 
 
 @dataclass(frozen=True)
@@ -322,10 +318,13 @@ def grade_all(
     beside = options.workers > 1 and len(futures) > 1  # could a run have had another beside it?
 
     def hand(results: list) -> None:
-        if beside:
-            again.extend(by_name[r.student] for r in results if timed_out(r))
-            results = [r for r in results if not timed_out(r)]
-        on_done(results)
+        kept = []
+        for result in results:
+            if beside and timed_out(result):
+                again.append(by_name[result.student])
+            else:
+                kept.append(result)
+        on_done(kept)
 
     try:
         for future in as_completed(futures):

@@ -95,3 +95,8 @@ def student_exception(error: dict) -> Exception:
         except TypeError:  # e.g. UnicodeDecodeError needs more arguments
             pass
     return SubmissionError(f"the function raised {kind}: {message} (it must return a value)")
+
+
+def type_name(kind: type) -> str:
+    """How reports name an exception type: its module and qualified name."""
+    return f"{kind.__module__}.{kind.__qualname__}"

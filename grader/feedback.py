@@ -18,9 +18,11 @@ import ast
 import difflib
 import re
 
-SUBMISSION_ERROR = "grader.errors.SubmissionError"
-TIME_LIMIT_ERROR = "grader.errors.TimeLimitError"
-NOT_IMPLEMENTED = "builtins.NotImplementedError"
+from grader.errors import SubmissionError, TimeLimitError, type_name
+
+SUBMISSION_ERROR = type_name(SubmissionError)
+TIME_LIMIT_ERROR = type_name(TimeLimitError)
+NOT_IMPLEMENTED = type_name(NotImplementedError)
 # All the printed output one run sends to the page; failing tests get their share first.
 TOTAL_OUTPUT_LIMIT = 20_000
 
