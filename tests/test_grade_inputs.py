@@ -477,8 +477,11 @@ def test_a_killed_batch_resumes_where_it_stopped(tmp_path):
     _class(submissions, 6)
     command = [sys.executable, "-m", "grader.cli", "grade", str(submissions), "--out", str(out),
                "--problems", SLUG, "--workers", "1", "--batch-size", "1"]  # fmt: skip
+    work = tmp_path / "tmp"  # what a SIGKILL leaves of the work folders stays in here
+    work.mkdir()
     process = subprocess.Popen(command, cwd=KIT_ROOT, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+                               stderr=subprocess.DEVNULL, start_new_session=True,
+                               env=dict(os.environ, TMPDIR=str(work)))  # fmt: skip
     deadline = time.monotonic() + 300
     while not list(out.glob("*/results.json")) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -546,10 +549,14 @@ def _slow_class(folder: Path) -> list[str]:
 
 
 def _start_grading(submissions: Path, out: Path) -> subprocess.Popen:
+    """The grader in a session of its own, its work folders under `out`'s sibling `tmp/`."""
     command = [sys.executable, "-m", "grader.cli", "grade", str(submissions), "--out", str(out),
                "--problems", SLUG, "--time-limit", "30", "--workers", "1", "--batch-size", "1"]  # fmt: skip
+    work = out.parent / "tmp"
+    work.mkdir()
     return subprocess.Popen(command, cwd=KIT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)  # fmt: skip
+                            text=True, start_new_session=True,
+                            env=dict(os.environ, TMPDIR=str(work)))  # fmt: skip
 
 
 def _session(leader: int) -> dict[int, str]:
@@ -598,11 +605,12 @@ def _grading_a_slow_student(tmp_path):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_ctrl_c_stops_the_batch_and_keeps_what_is_done(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_the_batch_and_keeps_what_is_done(tmp_path, stop):
     with _grading_a_slow_student(tmp_path) as (process, out, fast):
         kept = {s: (out / s / "results.json").stat().st_mtime_ns for s in fast}
         stopped = time.monotonic()
-        process.send_signal(signal.SIGINT)  # to the grader alone, as a terminal's Ctrl-C is
+        process.send_signal(stop)  # to the grader alone, as a terminal's Ctrl-C is
         stdout, stderr = process.communicate(timeout=60)
         took = time.monotonic() - stopped
     assert process.returncode == 130, stderr[-3000:]
@@ -613,6 +621,7 @@ def test_ctrl_c_stops_the_batch_and_keeps_what_is_done(tmp_path):
         assert (out / student / "results.json").stat().st_mtime_ns == mtime
     assert _wait_for(lambda: not _session(process.pid), 5), _session(process.pid)
     assert set(gradebook(out)) == set(fast)
+    assert not list((tmp_path / "tmp").iterdir()), "the grader's work folders were left behind"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux's")

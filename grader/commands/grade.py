@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -151,6 +153,21 @@ def _announce(plans: list) -> None:
             print(f"  ... and {len(changed) - SHOWN_REASONS} more", file=sys.stderr)
 
 
+@contextlib.contextmanager
+def _stop_on_sigterm():
+    """SIGTERM (a job scheduler's stop, `timeout`) stops the batch as Ctrl-C does: students
+    already graded are saved, the pytest runs under way killed, the work folders removed."""
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -214,7 +231,8 @@ def run(args: argparse.Namespace) -> int:
     groups: dict[tuple[str, ...], list] = {}
     for rerun in todo:
         groups.setdefault(tuple(p.slug for p in rerun.problems), []).append(rerun)
-    with tqdm(total=len(todo), unit="student", file=sys.stderr, disable=not todo) as bar:
+    with _stop_on_sigterm(), tqdm(total=len(todo), unit="student", file=sys.stderr,
+                                  disable=not todo) as bar:  # fmt: skip
 
         def on_done(chunk: list) -> None:
             for item in chunk:
