@@ -87,6 +87,26 @@ def test_export_refuses_what_gradescope_cannot_take(tmp_path, capsys):
     assert "is a folder" in capsys.readouterr().err
 
 
+def test_export_refuses_a_capstone_beside_the_problems_whose_solutions_its_sandbox_shows(
+    tmp_path, capsys
+):
+    # The capstone's sandbox shows reference/sample_group.py (it builds on it): graded in one
+    # assignment with sample_group, a grpo_trainer.py could print that solution into its
+    # feedback, and the student hand it in as sample_group.py.
+    from grader.problems import all_problems
+    from grader.sandbox.submission import exposed_solutions
+
+    out = tmp_path / "autograder.zip"
+    assert main(["export", "gradescope", str(out), "--problems", "sample_group",
+                 "grpo_trainer"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "grpo_trainer shows sample_group" in err and not out.exists()
+    assert main(["export", "gradescope", str(out), "--problems", "sample_group", "grpo_trainer",
+                 "--allow-exposed-solutions"]) == 0  # fmt: skip
+    exposed = exposed_solutions(all_problems())
+    assert set(exposed) == {"grpo_trainer"} and "kl_estimators" in exposed["grpo_trainer"]
+
+
 # ------------------------------------------------------------------ run in a mapped /autograder
 
 

@@ -16,12 +16,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="course.toml (default: every problem, problem.toml's points)")  # fmt: skip
     parser.add_argument("--problems", nargs="+", metavar="SLUG",
                         help="only these problems of the course")  # fmt: skip
+    parser.add_argument("--allow-exposed-solutions", action="store_true",
+                        help="export even when a problem's sandbox shows the reference solution "
+                        "of another problem of the course (the capstone's)")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
     from grader.course import CourseError, course_for
     from grader.gradescope import build_autograder, needs_torch
     from grader.problems import ProblemSpecError, UnknownProblemError
+    from grader.sandbox.submission import exposed_solutions, exposure_message
 
     if args.out.is_dir():
         print(f"error: {args.out} is a folder: give the zip to write, e.g. autograder.zip",
@@ -33,6 +37,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         course = course_for(args.course, args.problems)
+        exposed = exposed_solutions(list(course.problems))
+        if exposed and not args.allow_exposed_solutions:
+            print(f"error: {exposure_message(exposed)} (or pass --allow-exposed-solutions)",
+                  file=sys.stderr)  # fmt: skip
+            return 2
         names = build_autograder(course, args.out)
     except (CourseError, UnknownProblemError, ProblemSpecError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -180,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
     from grader.provenance import graded_from, plan, read_records
     from grader.reports import assemble, load_results, write_records, write_results
     from grader.sandbox.bwrap import sandbox_mode, sandbox_warning
+    from grader.sandbox.submission import exposed_solutions, exposure_message
 
     problem = check_out(args.out, args.submissions)
     if problem:
@@ -211,6 +212,9 @@ def run(args: argparse.Namespace) -> int:
     warning = sandbox_warning()
     if warning:
         print(f"\n{'!' * 78}\n{warning}\n{'!' * 78}\n", file=sys.stderr)
+    exposed = exposed_solutions(list(course.problems))
+    if exposed:
+        print(f"warning: {exposure_message(exposed)}", file=sys.stderr)
     print(f"{download.layout} layout: {len(download.submissions)} students; grading {len(todo)} "
           f"of {len(mine)} (shard {k}/{n}) on {', '.join(course.slugs)} with {args.workers} "
           "workers", file=sys.stderr)  # fmt: skip

@@ -58,6 +58,33 @@ def visible_reference(problem: Problem) -> tuple[str, ...]:
     return tuple(sorted(seen))
 
 
+def exposed_solutions(problems: list[Problem]) -> dict[str, list[str]]:
+    """slug -> the other problems of `problems` whose reference solution its sandbox shows.
+
+    A capstone's sandbox shows the reference modules it builds on, source and all: a
+    submission can read them and print them into its own feedback. Graded beside those
+    problems (one course, one Gradescope assignment) it hands their solutions out, which
+    `grpo-kit release` refuses for the same pair of problems.
+    """
+    slugs = {p.slug for p in problems}
+    found = {}
+    for problem in problems:
+        shown = sorted((set(visible_reference(problem)) & slugs) - {problem.slug})
+        if shown:
+            found[problem.slug] = shown
+    return found
+
+
+def exposure_message(exposed: dict[str, list[str]]) -> str:
+    pairs = "; ".join(f"{user} shows {', '.join(shown)}" for user, shown in exposed.items())
+    return (
+        f"the sandboxes of some problems show the reference solutions of others graded "
+        f"with them ({pairs}): a submission can read those solutions and print them into "
+        "its feedback. Grade (and export) them apart, once the problems they build on are "
+        "closed, as `grpo-kit release` does"
+    )
+
+
 def key_for(problem: Problem) -> Key:
     """Problems with the same runtime and no reference to show share a fork server."""
     return _key_for(problem.dir)
