@@ -71,15 +71,16 @@ class ReleaseError(ValueError):
 
 def needed_reference(problems: list[Problem]) -> list[str]:
     """Reference modules the released problems' tests or starters import."""
-    names: set[str] = set()
-    for problem in problems:
-        files = tests_files(problem)
-        names |= {p.stem for p in files if p.parent.name == "reference"}
-        names |= set(problem.builds_on)
+    needs = {
+        problem.slug: {p.stem for p in tests_files(problem) if p.parent.name == "reference"}
+        | set(problem.builds_on)
+        for problem in problems
+    }
+    names = set().union(*needs.values())
     released = {p.slug for p in problems}
     clash = sorted(names & released)
     if clash:
-        users = [p.slug for p in problems if set(p.builds_on) & set(clash)]
+        users = [slug for slug, needed in needs.items() if needed & released]
         others = [p.slug for p in problems if p.slug not in users]
         raise ReleaseError(
             f"{', '.join(users)} build(s) on the reference solutions of {', '.join(clash)}, which "

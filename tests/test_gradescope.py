@@ -101,6 +101,7 @@ def test_export_refuses_a_capstone_beside_the_problems_whose_solutions_its_sandb
                  "grpo_trainer"]) == 2  # fmt: skip
     err = capsys.readouterr().err
     assert "grpo_trainer shows sample_group" in err and not out.exists()
+    assert "now --problems sample_group, and once those are closed --problems grpo_trainer" in err
     assert main(["export", "gradescope", str(out), "--problems", "sample_group", "grpo_trainer",
                  "--allow-exposed-solutions"]) == 0  # fmt: skip
     exposed = exposed_solutions(all_problems())

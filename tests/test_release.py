@@ -120,6 +120,12 @@ def test_only_test_names_and_the_capstone_alone(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "grpo_trainer build(s) on the reference solutions of sample_group" in err
     assert "--problems sample_group" in err and "--problems grpo_trainer" in err
+    # kl_estimators is no `builds_on` of the capstone's, only imported by one of those.
+    assert main(["release", str(tmp_path / "kl"), "--problems", "kl_estimators",
+                 "grpo_trainer", "--no-site"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "grpo_trainer build(s) on the reference solutions of kl_estimators" in err
+    assert "now --problems kl_estimators, and once those are closed --problems grpo_trainer" in err
     capstone = tmp_path / "capstone"
     assert main(["release", str(capstone), "--problems", "grpo_trainer", "--no-site"]) == 0
     assert (capstone / "reference" / "sample_group.py").is_file()  # closed problems it builds on

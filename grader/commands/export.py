@@ -39,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
         course = course_for(args.course, args.problems)
         exposed = exposed_solutions(list(course.problems))
         if exposed and not args.allow_exposed_solutions:
-            print(f"error: {exposure_message(exposed)} (or pass --allow-exposed-solutions)",
-                  file=sys.stderr)  # fmt: skip
+            print(f"error: {exposure_message(exposed, course.slugs)} (or pass "
+                  "--allow-exposed-solutions)", file=sys.stderr)  # fmt: skip
             return 2
         names = build_autograder(course, args.out)
     except (CourseError, UnknownProblemError, ProblemSpecError, ValueError) as exc:

@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n{'!' * 78}\n{warning}\n{'!' * 78}\n", file=sys.stderr)
     exposed = exposed_solutions(list(course.problems))
     if exposed:
-        print(f"warning: {exposure_message(exposed)}", file=sys.stderr)
+        print(f"warning: {exposure_message(exposed, course.slugs)}", file=sys.stderr)
     print(f"{download.layout} layout: {len(download.submissions)} students; grading {len(todo)} "
           f"of {len(mine)} (shard {k}/{n}) on {', '.join(course.slugs)} with {args.workers} "
           "workers", file=sys.stderr)  # fmt: skip

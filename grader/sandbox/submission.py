@@ -75,13 +75,15 @@ def exposed_solutions(problems: list[Problem]) -> dict[str, list[str]]:
     return found
 
 
-def exposure_message(exposed: dict[str, list[str]]) -> str:
+def exposure_message(exposed: dict[str, list[str]], slugs: list[str]) -> str:
+    """What is exposed, and the two runs that keep the problems apart."""
     pairs = "; ".join(f"{user} shows {', '.join(shown)}" for user, shown in exposed.items())
+    others = [slug for slug in slugs if slug not in exposed]
     return (
-        f"the sandboxes of some problems show the reference solutions of others graded "
-        f"with them ({pairs}): a submission can read those solutions and print them into "
-        "its feedback. Grade (and export) them apart, once the problems they build on are "
-        "closed, as `grpo-kit release` does"
+        f"the sandboxes of some problems show the reference solutions of others graded with "
+        f"them ({pairs}): a submission can read those solutions and print them into its "
+        f"feedback. Grade them apart: now --problems {' '.join(others)}, and once those are "
+        f"closed --problems {' '.join(exposed)}"
     )
 
 
