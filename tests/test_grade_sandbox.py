@@ -9,6 +9,7 @@ crashes, leftover processes, students who try to reach each other.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -26,7 +27,8 @@ from grader import values
 from grader.errors import GraderError, SubmissionError
 from grader.execution import reseed
 from grader.loader import Limits, Runner, load_implementation, next_test
-from grader.sandbox import bwrap, forkserver, limits
+from grader.sandbox import bwrap, cgroup, forkserver, limits
+from grader.sandbox.submission import LIMITS_ENV
 
 SANDBOXED = bwrap.bwrap_command() is not None
 needs_bwrap = pytest.mark.skipif(not SANDBOXED, reason="needs a working bubblewrap")
@@ -532,6 +534,54 @@ def test_all_replies_together_are_capped(tmp_path, monkeypatch):
 def test_crashes_are_explained(tmp_path, body, match):
     impl = sandboxed(tmp_path, body, time_limit=2)
     call_fails(impl, match, [1.0])
+
+
+def _memory_groups() -> bool:
+    group = cgroup.MemoryGroup.create()
+    if group:
+        group.remove()
+    return group is not None
+
+
+FILES_IN_MEMORY = """
+import os
+def scale(x):
+    fds = []
+    for _ in range(40):  # 600 MiB in files no process maps, each under the file size limit
+        fds.append(os.memfd_create("f"))
+        os.write(fds[-1], bytes(15 << 20))
+    return len(fds)
+"""
+FORKED_PROCESSES = """
+import os, time
+def scale(x):
+    children = []
+    for _ in range(4):  # 4 x 120 MiB, each process well under its address-space limit
+        pid = os.fork()
+        if pid == 0:
+            block = bytearray(120 << 20)
+            block[::4096] = b"1" * len(block[::4096])
+            time.sleep(0.5)
+            os._exit(0)
+        children.append(pid)
+    return [os.waitpid(pid, 0)[1] for pid in children]
+"""
+
+
+@needs_bwrap
+@pytest.mark.skipif(not _memory_groups(), reason="the grader cannot create memory cgroups here")
+@pytest.mark.parametrize("body", [FILES_IN_MEMORY, FORKED_PROCESSES], ids=["memfd", "fork"])
+def test_a_students_memory_is_counted_across_processes_and_files(tmp_path, monkeypatch, body):
+    monkeypatch.setenv(LIMITS_ENV, json.dumps({"memory_mb": 256}))
+    impl = sandboxed(tmp_path, body, time_limit=5)
+    try:
+        statuses = impl.scale(1)
+    except SubmissionError as exc:  # the kernel killed its main process
+        assert "ran out of memory: its processes together held more than its 256 MiB" in str(exc)
+    else:  # or only some of its children: the main process saw them killed
+        assert isinstance(statuses, list), statuses
+        assert signal.SIGKILL in [os.WTERMSIG(s) for s in statuses if os.WIFSIGNALED(s)]
+    impl.close()
 
 
 @needs_bwrap

@@ -70,7 +70,18 @@ def sandbox_mode() -> str:
 
 def sandbox_warning() -> str | None:
     if bwrap_command():
-        return None
+        from grader.sandbox.cgroup import MemoryGroup
+
+        group = MemoryGroup.create()
+        if group:
+            group.remove()
+            return None
+        return (
+            "WARNING: the grader cannot create memory cgroups (it needs root and cgroup v1's "
+            "memory controller, or a cgroup v2 subtree with the memory controller enabled), so "
+            "memory is limited per process: a submission that forks, or keeps files in memory, "
+            "can hold several times --memory-limit."
+        )
     return (
         "WARNING: bubblewrap is not available, so submissions run with resource limits only: "
         "they can read other files, use the network and outlive their tests. Install it "

@@ -28,7 +28,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from grader.errors import GraderError
-from grader.sandbox import bwrap, frames
+from grader.sandbox import bwrap, cgroup, frames
 from grader.sandbox.limits import SandboxLimits, host_processes
 
 STARTUP_GRACE_S = 60.0  # importing torch under load is the grader's time, not the student's
@@ -67,8 +67,8 @@ class StudentProcess:
     """One student's process for one problem: frames in, frames out, within deadlines."""
 
     def __init__(self, server: ForkServer, pid: int, requests_fd: int, replies_fd: int,
-                 output_fd: int, output_kb: int):  # fmt: skip
-        self.server, self.pid = server, pid
+                 output_fd: int, output_kb: int, group: cgroup.MemoryGroup | None):  # fmt: skip
+        self.server, self.pid, self.group = server, pid, group
         self.requests_fd = requests_fd
         os.set_blocking(requests_fd, False)
         self.reader = frames.Reader(replies_fd, output_fd, keep=output_kb * 1024)
@@ -87,14 +87,41 @@ class StudentProcess:
 
     def end(self, wait_s: float = 0.0) -> dict:
         """Kill whatever is left of it and say how it ended: {"signal": n} or {"exited": n},
-        or {"killed": True} if it was still running after `wait_s` seconds."""
+        or {"killed": True} if it was still running after `wait_s` seconds; with
+        "out_of_memory": True if the kernel killed one of its processes over its memory."""
         if self.ending is None:
             self.ending = self.server.end(self.pid, wait_s)
+            if self.group:
+                if self.group.oom_kills():
+                    self.ending["out_of_memory"] = True
+                self.group.remove()
             for fd in (self.requests_fd, self.reader.fd, self.reader.output_fd):
                 if fd is not None:
                     with contextlib.suppress(OSError):
                         os.close(fd)
         return self.ending
+
+
+def _descendant(root: int, inner_pid: int) -> int:
+    """The pid of `root`'s descendant that its own PID namespace numbers `inner_pid`."""
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("NSpid:") and pid != root and int(line.split()[-1]) == inner_pid:
+                    return pid
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            todo += [int(child) for child in children.read().split()]
+    raise ValueError(f"no process {inner_pid} under {root}")
+
+
+def _anonymous_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    raise ValueError(f"no RssAnon for process {pid}")
 
 
 class ForkServer:
@@ -103,7 +130,7 @@ class ForkServer:
     def __init__(self, key: Key):
         self.key = key
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        sandboxed = bwrap.bwrap_command() is not None
+        self.sandboxed = sandboxed = bwrap.bwrap_command() is not None
         config = {
             "control_fd": theirs.fileno(),
             "torch": key.torch,
@@ -184,8 +211,9 @@ class ForkServer:
             for fd in (requests_w, replies_r, output_r):
                 os.close(fd)
             raise GraderError(f"the sandbox could not start a process: {reply.get('error')}")
+        group = self._memory_group(reply["pid"], limits) if self.sandboxed else None
         process = StudentProcess(self, reply["pid"], requests_w, replies_r, output_r,
-                                 limits.output_kb)  # fmt: skip
+                                 limits.output_kb, group)  # fmt: skip
         try:
             ready = process.reader.read(time.monotonic() + STARTUP_GRACE_S)
         except (frames.Late, frames.Closed, frames.FrameError) as exc:
@@ -196,6 +224,22 @@ class ForkServer:
             process.end()
             raise GraderError("the sandbox did not start a student's process")
         return process
+
+    def _memory_group(self, pid: int, limits: SandboxLimits) -> cgroup.MemoryGroup | None:
+        """A memory group for the new process `pid` (as the sandbox numbers it), which runs no
+        student code before its first request; None where the grader cannot make one."""
+        group = cgroup.MemoryGroup.create()
+        if group is None:
+            return None
+        try:
+            host_pid = _descendant(self.process.pid, pid)
+            # The pages it shares with the server count once it writes them: hence those too.
+            group.limit(_anonymous_bytes(host_pid) + limits.memory_mb * 1024 * 1024)
+            group.join(host_pid)
+        except (OSError, ValueError):
+            group.remove()
+            return None
+        return group
 
     def end(self, pid: int, wait_s: float = 0.0) -> dict:
         if self.process.poll() is not None:

@@ -125,6 +125,9 @@ def limits_for(problem: Problem, options: dict | None = None) -> tuple[Limits, S
 def _ending(ending: dict, filename: str, limits: SandboxLimits) -> str:
     if ending.get("killed"):  # still running when its pipe closed: it closed the pipe itself
         return f"{filename} stopped answering (it closed its pipe to the grader)"
+    if ending.get("out_of_memory"):
+        return (f"{filename} ran out of memory: its processes together held more than its "
+                f"{limits.memory_mb} MiB, files in memory included")  # fmt: skip
     number = ending.get("signal")
     if number == signal.SIGXCPU:
         return f"{filename} crashed: CPU time limit exceeded"
