@@ -208,6 +208,22 @@ def test_mean_length_accepts_bool_and_float_masks(impl):
         assert_scalar(got, 16 / 6, what=f"mean_length with a {mask.dtype} mask")
 
 
+def test_tokens_are_counted_exactly_with_a_float16_mask(impl):
+    # float16 holds whole numbers exactly only up to 2048: a count kept in the mask's own
+    # dtype turns 2049 tokens into 2048 and 7551 into 7552.
+    width, lengths = 3001, np.array([3001, 2049, 2500, 1])
+    exact = (np.arange(width)[None, :] < lengths[:, None]).astype(np.float64)
+    ratios = np.where(np.arange(width) % 3 == 0, 2.0, 1.0)[None, :].repeat(4, axis=0)
+    advantages = np.array([1.0, 1.0, -1.0, 1.0])
+    got = stats(impl, rewards=[1.0, 0.0, 0.5, 1.0], group_size=2, mask=exact.astype(np.float16),
+                truncated=[False] * 4, ratios=ratios, advantages=advantages)  # fmt: skip
+    assert_scalar(got["completions/mean_length"], lengths.mean(),
+                  what="mean_length with a float16 mask of rows of up to 3001 tokens")  # fmt: skip
+    high = (exact * (ratios > 1.2) * (advantages[:, None] > 0)).sum() / exact.sum()
+    assert_scalar(got["clip_ratio/high_mean"], high,
+                  what="clip_ratio/high_mean with a float16 mask of 7551 tokens")  # fmt: skip
+
+
 def test_clipped_ratio_is_the_fraction_truncated(impl):
     assert_scalar(stats(impl)["completions/clipped_ratio"], 2 / 6, what="completions/clipped_ratio")
     got = stats(impl, truncated=TRUNCATED.astype(int))["completions/clipped_ratio"]

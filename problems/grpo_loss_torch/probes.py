@@ -7,6 +7,8 @@ gradients that reached each input. The tests judge that data against the stateme
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from grader.errors import UnexpectedResult
@@ -32,16 +34,20 @@ def _checked(loss) -> torch.Tensor:
     return loss
 
 
-def backward(solution, case: dict, grad=("logp",), same_as_logp=(), **options) -> dict:
+def backward(solution, case: dict, grad=("logp",), same_as_logp=(), default_device=None,
+             **options) -> dict:  # fmt: skip
     """One call and one backward pass, as in a training step.
 
     `grad` names the inputs that require grad; `same_as_logp` names inputs that receive the
-    very tensor passed as `logp` (a caller passing logp itself as logp_old, say). Returns the
-    loss, whether it is attached to a graph, and each input's gradient (None if none arrived).
+    very tensor passed as `logp` (a caller passing logp itself as logp_old, say);
+    `default_device` is torch's default device during the call. Returns the loss, whether it
+    is attached to a graph, and each input's gradient (None if none arrived).
     """
     leaves = _leaves(case, tuple(grad))
     inputs = {name: leaves["logp"] if name in same_as_logp else leaves[name] for name in INPUTS}
-    loss = _checked(solution.grpo_loss(**inputs, **options))
+    default = contextlib.nullcontext() if default_device is None else torch.device(default_device)
+    with default:
+        loss = _checked(solution.grpo_loss(**inputs, **options))
     attached = loss.requires_grad
     if attached and loss.ndim == 0:
         loss.backward()

@@ -127,6 +127,29 @@ def test_max_len_is_used_by_constant_only(impl):
         assert_tensor(got, loss, rtol=1e-10, what=f"{aggregation!r} loss with max_len {max_len}")
 
 
+def test_creates_its_tensors_on_the_inputs_device_not_the_default_one(impl):
+    # As for inputs on a GPU while torch's default device is the CPU: here the inputs are on the
+    # CPU and torch's default device is "meta" during the call, a device that holds no data.
+    case = random_case(5, empty_row=True)
+    for aggregation, beta, extra in itertools.product(
+        AGGREGATIONS, (0.0, 0.04), ({}, {"normalizer": 7.0}, {"max_len": 6})
+    ):
+        what = f"{aggregation!r}, beta={beta}, {extra or 'no options'}"
+        try:
+            record = backward(impl, case, default_device="meta", aggregation=aggregation,
+                              beta=beta, **extra)  # fmt: skip
+        except (RuntimeError, NotImplementedError, IndexError) as exc:
+            raise AssertionError(
+                f"{what}: with torch's default device set to 'meta' during the call, grpo_loss "
+                f"raised {type(exc).__name__}: {exc}. Create every tensor on the inputs' device: "
+                "device=logp.device, or *_like"
+            ) from exc
+        loss, grad = expected(case, aggregation, extra.get("max_len") if aggregation ==
+                              "constant" else None, extra.get("normalizer"), beta=beta)  # fmt: skip
+        assert_tensor(record["loss"], loss, rtol=1e-10, what=f"loss ({what})")
+        assert_gradient(record["grads"]["logp"], grad, what=f"gradient of logp ({what})")
+
+
 def test_returns_a_0d_tensor_attached_to_the_graph(impl):
     record = backward(impl, random_case(4))
     assert isinstance(record["loss"], torch.Tensor)

@@ -19,6 +19,7 @@ A probe judges nothing: what it returns is only what the learner's code did.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from dataclasses import fields
@@ -93,7 +94,13 @@ def build_model(spec: dict | None) -> torch.nn.Module | None:
     # The CPU generator only: torch.manual_seed also queues the seed for every kind of
     # accelerator, which takes longer than building a tiny model.
     torch.default_generator.manual_seed(spec["seed"])
-    return WRAPPERS[spec.get("wrap")](GPT(GPTConfig(**spec["config"])))
+    model = WRAPPERS[spec.get("wrap")](GPT(GPTConfig(**spec["config"])))
+    return model.train(spec.get("training", True))
+
+
+def modes(*models: torch.nn.Module | None) -> list:
+    """Each model's `training` flag (None for no model)."""
+    return [None if model is None else model.training for model in models]
 
 
 def named_parameters(model: torch.nn.Module) -> list:
@@ -219,10 +226,14 @@ class RecordingReward:
         self.function, self.calls = REWARDS[name], []
 
     def __call__(self, completion_ids, answers, /):
-        self.calls.append(
-            {"completion_ids": torch.as_tensor(completion_ids).clone(), "answers": list(answers)}
-        )
-        return self.function(completion_ids, answers)
+        with torch.device("cpu"):  # a reward function's own tensors are none of the step's
+            self.calls.append(
+                {
+                    "completion_ids": torch.as_tensor(completion_ids).clone(),
+                    "answers": list(answers),
+                }
+            )
+            return self.function(completion_ids, answers)
 
 
 # ---------------------------------------------------------------- plumbing
@@ -297,7 +308,11 @@ def run_generate_rollout(
         GRPOConfig(**config),
         generator,
     )
-    return {"rollout": rollout_fields(rollout, "generate_rollout"), "reward_calls": reward_fn.calls}
+    return {
+        "rollout": rollout_fields(rollout, "generate_rollout"),
+        "reward_calls": reward_fn.calls,
+        "training": modes(policy_model, ref_model),
+    }
 
 
 @single_threaded
@@ -352,23 +367,28 @@ def run_grpo_step(
     config,
     seed,
     scheduler=None,
+    default_device=None,
 ):
-    """grpo_step: its rollout and result, the reward calls, every step() and the weights after."""
+    """grpo_step: its rollout and result, the reward calls, every step() and the weights after;
+    torch's default device is `default_device` during the call."""
     network, ref_model = build_model(policy), build_model(ref)
     recorder = build_optimizer(network, optimizer)
     reward_fn = RecordingReward(reward)
-    result = solution.grpo_step(
-        network,
-        ref_model,
-        recorder,
-        prompt_ids,
-        answers,
-        reward_fn,
-        eos_ids,
-        GRPOConfig(**config),
-        torch.Generator().manual_seed(seed),
-        build_scheduler(recorder, scheduler),
-    )
+    generator = torch.Generator().manual_seed(seed)
+    default = contextlib.nullcontext() if default_device is None else torch.device(default_device)
+    with default:
+        result = solution.grpo_step(
+            network,
+            ref_model,
+            recorder,
+            prompt_ids,
+            answers,
+            reward_fn,
+            eos_ids,
+            GRPOConfig(**config),
+            generator,
+            build_scheduler(recorder, scheduler),
+        )
     if not (isinstance(result, tuple | list) and len(result) == 2):
         raise UnexpectedResult(f"grpo_step should return (rollout, dict), got {result!r:.100}")
     rollout, out = result
@@ -378,6 +398,7 @@ def run_grpo_step(
         "reward_calls": reward_fn.calls,
         "steps": recorder.steps,
         "weights": weights(network),
+        "training": modes(network, ref_model),
     }
 
 

@@ -614,6 +614,13 @@ def test_truncated_completions_are_flagged_and_masked_when_asked(impl, eos):
         kept.rewards.float(),
         what="rewards with mask_truncated_completions (still the reward function's scores)",
     )
+    assert bool(kept.advantages[truncated].any()), "the case should give truncated rows advantages"
+    assert_tensor(
+        masked.advantages.float(),
+        kept.advantages.float(),
+        what="advantages with mask_truncated_completions (still those of the rewards: the mask "
+        "alone keeps truncated rows out of the loss)",
+    )
     expected_mask[truncated] = 0
     assert_tensor(
         masked.completion_mask.float(),
@@ -1018,6 +1025,57 @@ STEP_CASES = {
         scheduler=None,
     ),
 }
+
+
+def test_the_models_are_left_in_the_mode_they_came_in(impl):
+    for training in (True, False):
+        policy, ref = tiny(0) | {"training": training}, tiny(1) | {"training": not training}
+        options = config(beta=0.04)
+        rollout = impl.probe.run_generate_rollout(
+            policy, ref, PROMPT_IDS[:3], ANSWERS[:3], "mod3", EOS, options, 11
+        )
+        step = impl.probe.run_grpo_step(
+            policy, ref, SGD, PROMPT_IDS[:3], ANSWERS[:3], "mod3", EOS, options, 11
+        )
+        for name, got in (("generate_rollout", rollout), ("grpo_step", step)):
+            assert got["training"] == [training, not training], (
+                f"{name} took a policy with training={training} and a reference model with "
+                f"training={not training}, and left them with {got['training']}: leave each "
+                "model in the mode it came in"
+            )
+
+
+def test_grpo_step_creates_its_tensors_on_the_policy_device_not_the_default_one(impl):
+    # As for a policy on a GPU while torch's default device is the CPU: here the policy is on
+    # the CPU and torch's default device is "meta" during the step, a device that holds no data.
+    for ref, beta in ((None, 0.0), (tiny(1), 0.04)):
+        options = config(beta=beta, num_iterations=2)
+        arguments = (
+            tiny(0),
+            ref,
+            SGD,
+            PROMPT_IDS[:3],
+            ANSWERS[:3],
+            "mod3_ranked",
+            EOS,
+            options,
+            11,
+        )
+        try:
+            got = impl.probe.run_grpo_step(*arguments, default_device="meta")
+        except (RuntimeError, NotImplementedError, IndexError) as exc:
+            raise AssertionError(
+                f"beta={beta}: with torch's default device set to 'meta' during grpo_step, it "
+                f"raised {type(exc).__name__}: {exc}. Create every tensor on the policy's "
+                "device: device=..., or *_like"
+            ) from exc
+        plain = impl.probe.run_grpo_step(*arguments)
+        assert torch.equal(got["rollout"]["completion_ids"], plain["rollout"]["completion_ids"])
+        for name, weight in plain["weights"].items():
+            assert torch.equal(got["weights"][name], weight), (
+                f"beta={beta}: {name} after the step differs when torch's default device is "
+                "'meta' during it"
+            )
 
 
 @pytest.mark.parametrize("case", STEP_CASES.values(), ids=STEP_CASES.keys())

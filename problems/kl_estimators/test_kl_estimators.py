@@ -208,10 +208,13 @@ def test_extreme_log_ratios_are_not_clamped(impl, name, dtype):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("name", ESTIMATORS)
 def test_keeps_the_dtype(impl, name, dtype):
-    # float32 in, float32 out; float64 in, float64 out, to float64 precision.
-    logp, logp_ref = (x.astype(dtype) for x in random_log_probs((3, 5), seed=11))
-    got = getattr(impl, name)(logp, logp_ref)
-    assert_estimates(got, formula(name, logp, logp_ref), dtype, f"{name} of {np.dtype(dtype)}")
+    # float32 in, float32 out; float64 in, float64 out, to float64 precision: at every size,
+    # a single token or a single row of one included.
+    for shape in ((3, 5), (1,), (1, 1), (2,)):
+        logp, logp_ref = (x.astype(dtype) for x in random_log_probs(shape, seed=11))
+        got = getattr(impl, name)(logp, logp_ref)
+        what = f"{name} of {np.dtype(dtype)} of shape {shape}"
+        assert_estimates(got, formula(name, logp, logp_ref), dtype, what)
 
 
 # Shapes that differ, several of which numpy would broadcast (some to the same number of
