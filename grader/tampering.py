@@ -55,7 +55,13 @@ ATTRIBUTES = {
     "strict": "touches a toy model's strictness (a probe's)",
     "judged": "touches how a toy model judges its calls (a probe's)",
     "grad_steps": "touches an optimizer's records (a probe's)",
+    "__setattr__": "sets attributes past the object's own rules",
+    "__delattr__": "deletes attributes past the object's own rules",
+    "__getattribute__": "reads attributes past the object's own rules",
 }
+# Methods whose call reaches past what a solution is handed: a toy model's raw scores skip the
+# judging of its calls.
+CALLED = {"logits": "calls a toy model's scoring directly (a probe's)"}
 
 
 # Builtins that run or reach code this scan cannot read.
@@ -120,6 +126,17 @@ def leads(source: str) -> list[Lead]:
                     found.add(Lead(node.lineno, f"{ATTRIBUTES[name]} ({function} {name!r})"))
             elif function in ("setattr", "delattr") and len(args) >= 2:  # a name it computes
                 found.add(Lead(node.lineno, f"changes an attribute named at run time ({function})"))
+            elif (
+                function in ("getattr", "hasattr")
+                and len(args) >= 2
+                and isinstance(args[1], ast.BinOp | ast.JoinedStr | ast.Call)
+            ):  # a name built from pieces: "ca" + "lls", f"{a}{b}", "".join(...)
+                found.add(
+                    Lead(node.lineno, f"reads an attribute whose name it builds ({function})")
+                )
+        called = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        if called and node.func.attr in CALLED:
+            found.add(Lead(node.lineno, f"{CALLED[node.func.attr]} (.{node.func.attr}())"))
         if isinstance(node, ast.Attribute):
             pair = (_root(node.value), node.attr)
             if pair in QUALIFIED:

@@ -139,4 +139,9 @@ def sample_group(model, prompt_ids, *args, **kwargs):
     hidden = ("exec(code)\nsetattr(model, name, False)\ngetattr(out, 'logits', out)\n"
               "vars(model)['calls'].clear()\n")  # fmt: skip
     assert [lead.line for lead in leads(hidden)] == [1, 2, 4]
+    # A record reached by a name built at run time, strictness switched off past the model's
+    # own __setattr__, unjudged scores: each a lead; HF's `output.logits` is none.
+    forged = ("record = getattr(model, 'ca' + 'lls')\nobject.__setattr__(model, 'x', False)\n"
+              "scores = model.logits(ids)\nlogits = model(ids).logits\n")  # fmt: skip
+    assert [lead.line for lead in leads(forged)] == [1, 2, 3]
     assert leads("def broken(:\n") == []
