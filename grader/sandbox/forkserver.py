@@ -49,8 +49,9 @@ _uids = itertools.count()
 
 def _next_uid() -> int:
     """A uid no other student's process on this machine has now (the pid keeps concurrent
-    trusted pytest runs apart; a run has one student's process at a time)."""
-    return SANDBOX_UID_BASE + (os.getpid() % 100_000) * 100 + next(_uids) % 100
+    trusted pytest runs apart, whole: pids go up to 2**22, so uids stay under 2**31; a run has
+    one student's process at a time)."""
+    return SANDBOX_UID_BASE + os.getpid() * 100 + next(_uids) % 100
 
 
 @dataclass(frozen=True)
