@@ -377,18 +377,9 @@ def run_grpo_step(
     generator = torch.Generator().manual_seed(seed)
     default = contextlib.nullcontext() if default_device is None else torch.device(default_device)
     with default:
-        result = solution.grpo_step(
-            network,
-            ref_model,
-            recorder,
-            prompt_ids,
-            answers,
-            reward_fn,
-            eos_ids,
-            GRPOConfig(**config),
-            generator,
-            build_scheduler(recorder, scheduler),
-        )
+        result = solution.grpo_step(network, ref_model, recorder, prompt_ids, answers, reward_fn,
+                                    eos_ids, GRPOConfig(**config), generator,
+                                    build_scheduler(recorder, scheduler))  # fmt: skip
     if not (isinstance(result, tuple | list) and len(result) == 2):
         raise UnexpectedResult(f"grpo_step should return (rollout, dict), got {result!r:.100}")
     rollout, out = result

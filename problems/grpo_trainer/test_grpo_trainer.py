@@ -1050,17 +1050,8 @@ def test_grpo_step_creates_its_tensors_on_the_policy_device_not_the_default_one(
     # the CPU and torch's default device is "meta" during the step, a device that holds no data.
     for ref, beta in ((None, 0.0), (tiny(1), 0.04)):
         options = config(beta=beta, num_iterations=2)
-        arguments = (
-            tiny(0),
-            ref,
-            SGD,
-            PROMPT_IDS[:3],
-            ANSWERS[:3],
-            "mod3_ranked",
-            EOS,
-            options,
-            11,
-        )
+        arguments = (tiny(0), ref, SGD, PROMPT_IDS[:3], ANSWERS[:3], "mod3_ranked", EOS,
+                     options, 11)  # fmt: skip
         try:
             got = impl.probe.run_grpo_step(*arguments, default_device="meta")
         except (RuntimeError, NotImplementedError, IndexError) as exc:
