@@ -55,7 +55,7 @@ def _remove_orphans(parent: Path) -> None:
 
 
 class MemoryGroup:
-    """One memory cgroup: join it in a new process, limit it, count its OOM kills, remove it."""
+    """One memory cgroup: move a process into it, limit it, count its OOM kills, remove it."""
 
     def __init__(self, path: Path, version: str):
         self.path, self.version = path, version
@@ -81,11 +81,6 @@ class MemoryGroup:
 
     def _read(self, name: str) -> str:
         return (self.path / name).read_text()
-
-    def usage(self) -> int:
-        """Bytes the group holds now."""
-        name = "memory.usage_in_bytes" if self.version == "v1" else "memory.current"
-        return int(self._read(name))
 
     def limit(self, size: int) -> None:
         name = "memory.limit_in_bytes" if self.version == "v1" else "memory.max"

@@ -91,11 +91,13 @@ class StudentProcess:
         or {"killed": True} if it was still running after `wait_s` seconds; with
         "out_of_memory": True if the kernel killed one of its processes over its memory."""
         if self.ending is None:
-            self.ending = self.server.end(self.pid, wait_s)
-            if self.group:
-                if self.group.oom_kills():
+            try:
+                self.ending = self.server.end(self.pid, wait_s)
+                if self.group and self.group.oom_kills():
                     self.ending["out_of_memory"] = True
-                self.group.remove()
+            finally:
+                if self.group:
+                    self.group.remove()
             for fd in (self.requests_fd, self.reader.fd, self.reader.output_fd):
                 if fd is not None:
                     with contextlib.suppress(OSError):
