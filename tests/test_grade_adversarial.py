@@ -52,11 +52,12 @@ WELL_BEHAVED = {"nan_result", "broadcasting_array", "lying_eq", "poison_inputs",
                 "print_fake_results", "reach_other_students", "kill_the_grader", "deep_folders",
                 "shared_memory_hog", "unwritable_text"}  # fmt: skip
 # Graded after everyone else (names sort last): says what earlier students left in its sandbox,
-# in /tmp and in System V IPC, where it would take room and memory from later students.
+# in /tmp and in System V and POSIX IPC, where it would take room and memory from later students.
 WITNESS = "zz_witness"
 # A kit kept under /tmp is bound into the sandbox at its own path: that entry is the kit's.
 KIT_IN_TMP = KIT_ROOT.resolve().parts[2] if KIT_ROOT.resolve().parts[1:2] == ("tmp",) else ""
-WITNESS_SOURCE = f"""import os
+WITNESS_SOURCE = f"""import ctypes
+import os
 
 
 def grpo_objective(*args, **kwargs):
@@ -65,6 +66,9 @@ def grpo_objective(*args, **kwargs):
     for kind in ("shm", "msg", "sem"):
         with open(f"/proc/sysvipc/{{kind}}") as table:
             left += [f"{{kind}} {{row.split()[1]}}" for row in list(table)[1:]]
+    # A POSIX message queue shows in no table: the one shared_memory_hog leaves, by name.
+    if ctypes.CDLL(None, use_errno=True).mq_open(b"/grpo-kit-leftover", os.O_RDONLY) >= 0:
+        left.append("POSIX message queue /grpo-kit-leftover")
     raise RuntimeError(f"left behind: {{left}}")
 """
 SHIPPED_EXTRAS = {

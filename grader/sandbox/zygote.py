@@ -8,7 +8,8 @@ is ready; then answers the grader's requests one at a time:
     fork   a new process for one student's problem, given its three pipes (as descriptors)
            and its limits. When this server may switch uids (it runs as root), the process
            becomes a uid of its own, so it can neither signal nor trace anyone else, and its
-           process limit counts its own processes only.
+           process limit counts its own processes only, and an IPC namespace of its own, so
+           its POSIX message queues and System V objects go with it, unseen by later students.
     end    kill every process of that student (its uid's, or its process group's), reap it,
            remove its folder and (with a uid of its own) its System V IPC objects, and say
            how it ended
@@ -34,6 +35,7 @@ import time
 from grader.sandbox import child, limits
 
 PR_SET_PDEATHSIG = 1
+CLONE_NEWIPC = 0x08000000  # linux/sched.h
 MAX_FDS = 3
 KILL_ROUNDS = 100
 IPC_RMID = 0  # linux/ipc.h
@@ -102,6 +104,7 @@ def _become_student(request: dict, fds: list[int], control: socket.socket,
     os.chdir(home)
     os.environ.update(HOME=home, TMPDIR=home)
     if own_uid:
+        _own_ipc_namespace()
         uid = int(request["uid"])
         os.setgroups([])
         os.setgid(uid)
@@ -149,6 +152,16 @@ def _remove_ipc(uid: int) -> None:
         for row in rows:  # the id is the second column of every table
             if uid in (int(row[owner]), int(row[creator])):
                 rmid(int(row[1]))
+
+
+def _own_ipc_namespace() -> None:
+    """Give this student's process an IPC namespace of its own (before it drops root): POSIX
+    message queues, which `_remove_ipc` cannot see, outlive their process and would be shared
+    with every later student of this server; in a namespace of its own, they and System V
+    objects alike go when its last process does, and no other student can open them."""
+    if ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWIPC) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWIPC) failed")
+    _limit_ipc()
 
 
 def _limit_ipc() -> None:

@@ -1,8 +1,10 @@
 """Fills System V shared memory, which outlives its process and counts against no process's
-memory limit, and leaves a message queue and a semaphore set behind: left there, every call
-would take memory from the machine and the students graded after it."""
+memory limit, and leaves a message queue and a semaphore set behind, and a POSIX message queue
+any later student could open: left there, every call would take memory from the machine and
+the students graded after it, and hand them whatever it wrote."""
 
 import ctypes
+import os
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.shmat.restype = ctypes.c_void_p
@@ -11,6 +13,11 @@ SEGMENT = 64 * 1024 * 1024
 
 
 def grpo_objective(*args, **kwargs):
+    old = os.umask(0)
+    queue = libc.mq_open(b"/grpo-kit-leftover", os.O_CREAT | os.O_RDWR, 0o666, None)
+    os.umask(old)
+    if queue >= 0:
+        libc.mq_send(queue, b"for the students graded after me", 32, 0)
     libc.msgget(IPC_PRIVATE, IPC_CREAT | 0o600)
     libc.semget(IPC_PRIVATE, 4, IPC_CREAT | 0o600)
     for _ in range(6):  # more than its memory limit, every call
