@@ -36,6 +36,18 @@ from grader.sandbox import child, limits
 
 PR_SET_PDEATHSIG = 1
 CLONE_NEWIPC = 0x08000000  # linux/sched.h
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+# add_key, request_key and keyctl by architecture (audit arch -> numbers). A key a student adds
+# to its uid's keyring outlives every process, the sandbox and the grader itself (until the
+# machine reboots), counts against no memory group, and any later process, another student's
+# included, can read it if its permissions say so: /proc/keys lists it for them.
+X32_BIT = 0x40000000
+KEYRING_SYSCALLS = {
+    0xC000003E: (248, 249, 250, X32_BIT | 248, X32_BIT | 249, X32_BIT | 250),  # x86_64, x32
+    0x40000003: (286, 287, 288),  # i386
+    0xC00000B7: (217, 218, 219),  # aarch64
+}
+_SECCOMP_ALLOW, _SECCOMP_ENOSYS = 0x7FFF0000, 0x00050000 | 38
 MAX_FDS = 3
 KILL_ROUNDS = 100
 IPC_RMID = 0  # linux/ipc.h
@@ -110,6 +122,7 @@ def _become_student(request: dict, fds: list[int], control: socket.socket,
         os.setgid(uid)
         os.setuid(uid)
     limits.apply(request["limits"], own_uid=own_uid, host=request.get("host"))
+    _no_keyrings()
     child.serve(requests_fd, replies_fd)
 
 
@@ -152,6 +165,35 @@ def _remove_ipc(uid: int) -> None:
         for row in rows:  # the id is the second column of every table
             if uid in (int(row[owner]), int(row[creator])):
                 rmid(int(row[1]))
+
+
+def _no_keyrings() -> None:
+    """Refuse this process and all it starts the kernel's key management calls (a seccomp
+    filter, which needs no privilege once no_new_privs is set)."""
+    program = [(0x20, 0, 0, 4)]  # load the architecture
+    for arch, numbers in KEYRING_SYSCALLS.items():
+        block = [(0x20, 0, 0, 0)]  # load the call's number
+        block += [(0x15, len(numbers) - i, 0, n) for i, n in enumerate(numbers)]
+        block += [(0x06, 0, 0, _SECCOMP_ALLOW), (0x06, 0, 0, _SECCOMP_ENOSYS)]
+        program += [(0x15, 0, len(block), arch), *block]
+    program.append((0x06, 0, 0, _SECCOMP_ALLOW))
+
+    class Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+                    ("k", ctypes.c_uint32)]  # fmt: skip
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+    filters = (Filter * len(program))(*(Filter(*line) for line in program))
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+    fprog = Program(len(program), filters)
+    if (
+        prctl(PR_SET_NO_NEW_PRIVS, 1, None, 0, 0) != 0
+        or prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) != 0
+    ):
+        raise OSError(ctypes.get_errno(), "the seccomp filter could not be set")
 
 
 def _own_ipc_namespace() -> None:

@@ -1,7 +1,8 @@
 """Fills System V shared memory, which outlives its process and counts against no process's
 memory limit, and leaves a message queue and a semaphore set behind, and a POSIX message queue
-any later student could open: left there, every call would take memory from the machine and
-the students graded after it, and hand them whatever it wrote."""
+any later student could open, and a key in its uid's kernel keyring that everyone may read:
+left there, every call would take memory from the machine and the students graded after it,
+and hand them whatever it wrote."""
 
 import ctypes
 import os
@@ -18,6 +19,10 @@ def grpo_objective(*args, **kwargs):
     os.umask(old)
     if queue >= 0:
         libc.mq_send(queue, b"for the students graded after me", 32, 0)
+    key = b"for everyone, until the machine reboots"
+    serial = libc.syscall(248, b"user", b"grpo-kit-leftover", key, len(key), -4)  # add_key
+    if serial >= 0:
+        libc.syscall(250, 5, serial, 0x3F3F3F3F)  # KEYCTL_SETPERM: anyone may view and read
     libc.msgget(IPC_PRIVATE, IPC_CREAT | 0o600)
     libc.semget(IPC_PRIVATE, 4, IPC_CREAT | 0o600)
     for _ in range(6):  # more than its memory limit, every call
