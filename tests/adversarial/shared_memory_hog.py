@@ -6,6 +6,7 @@ and hand them whatever it wrote."""
 
 import ctypes
 import os
+import platform
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.shmat.restype = ctypes.c_void_p
@@ -20,9 +21,10 @@ def grpo_objective(*args, **kwargs):
     if queue >= 0:
         libc.mq_send(queue, b"for the students graded after me", 32, 0)
     key = b"for everyone, until the machine reboots"
-    serial = libc.syscall(248, b"user", b"grpo-kit-leftover", key, len(key), -4)  # add_key
-    if serial >= 0:
-        libc.syscall(250, 5, serial, 0x3F3F3F3F)  # KEYCTL_SETPERM: anyone may view and read
+    if platform.machine() == "x86_64":  # the call numbers are x86_64's
+        serial = libc.syscall(248, b"user", b"grpo-kit-leftover", key, len(key), -4)  # add_key
+        if serial >= 0:
+            libc.syscall(250, 5, serial, 0x3F3F3F3F)  # KEYCTL_SETPERM: anyone may view, read
     libc.msgget(IPC_PRIVATE, IPC_CREAT | 0o600)
     libc.semget(IPC_PRIVATE, 4, IPC_CREAT | 0o600)
     for _ in range(6):  # more than its memory limit, every call
