@@ -173,16 +173,16 @@ def system_binds(probes: tuple[str, ...], reference: tuple[str, ...]) -> tuple[s
     # may also sit inside a bound folder (/usr/src/app, a venv's src/). An install's folder is
     # site-packages: only the kit's own folders there are covered.
     checkout = (KIT_ROOT / "pyproject.toml").exists()
+    inside = [p for p in prefixes if checkout and p.is_relative_to(KIT_ROOT)]
     for prefix in prefixes:
-        if not (checkout and prefix.is_relative_to(KIT_ROOT)):
+        if prefix not in inside:
             plan.ro_bind(prefix)
     for folder in (
         [KIT_ROOT] if checkout else [KIT_ROOT / f for f in ("grader", "problems", "reference")]
     ):
         plan.hide(folder)
-    for prefix in prefixes:
-        if checkout and prefix.is_relative_to(KIT_ROOT):
-            plan.ro_bind(prefix)
+    for prefix in inside:  # bound again over the covered checkout
+        plan.ro_bind(prefix)
     # Then the few kit files the sandbox may see.
     for path in visible_kit_files(probes, reference):
         plan.ro_bind(path)

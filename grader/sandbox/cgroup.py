@@ -16,6 +16,7 @@ None and the per-process limits are the only ones (`grpo-kit grade` says so).
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import time
@@ -25,7 +26,7 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 _names = itertools.count()
 
 
-def _own_group() -> tuple[Path, str] | None:
+def _find_group() -> tuple[Path, str] | None:
     """(folder to create groups in, "v1" or "v2") for this process's memory cgroup."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
@@ -42,6 +43,16 @@ def _own_group() -> tuple[Path, str] | None:
                 if "memory" in (folder / "cgroup.subtree_control").read_text().split():
                     return folder, "v2"
     return None
+
+
+@functools.cache
+def _own_group() -> tuple[Path, str] | None:
+    """`_find_group` once per process (a group is made per student), the groups of graders
+    that are gone removed there the first time."""
+    found = _find_group()
+    if found:
+        _remove_orphans(found[0])
+    return found
 
 
 def _remove_orphans(parent: Path) -> None:
@@ -67,7 +78,6 @@ class MemoryGroup:
         if found is None:
             return None
         parent, version = found
-        _remove_orphans(parent)
         path = parent / f"grpo-kit-{os.getpid()}-{next(_names)}"
         try:
             path.mkdir()
