@@ -153,11 +153,13 @@ def results_from_collected(
                 raise RuntimeError(f"no test of {problem.slug} ran for {submission.student}")
             names = [test_name(t, specs) for t in tests]
             points = problem.test_points(names)
+            earned = problem.earned(points, {name for test, name in zip(tests, names, strict=True)
+                                             if test["outcome"] == "passed"})  # fmt: skip
             for test, name in zip(tests, names, strict=True):
                 passed = test["outcome"] == "passed"
                 result.tests.append(TestResult(
                     problem.slug, name, "passed" if passed else "failed",
-                    points[name] if passed else 0, points[name],
+                    earned[name], points[name],
                     "" if passed else _student_message(test),
                 ))  # fmt: skip
             result.reports[problem.slug] = _student_report(problem, tests, names, sandbox)

@@ -16,7 +16,8 @@ A problem is one folder ``problems/<slug>/``::
 Points: every test function is worth `points_per_test`, or what ``[points]`` gives it by
 name; a parametrized test's cases share their function's points equally. `input_checks` names
 the test functions about input handling (errors raised, types, not modifying the inputs),
-which together may be worth at most `MAX_INPUT_CHECK_SHARE` of the problem.
+which together may be worth at most `MAX_INPUT_CHECK_SHARE` of the problem, and earn in
+proportion to the rest of it (``Problem.earned``).
 
 The reference solution is ``reference/<slug>.py``.
 """
@@ -27,6 +28,7 @@ import difflib
 import fnmatch
 import tomllib
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,6 +131,22 @@ class Problem:
         return {
             name: self.function_points(function) / cases[function]
             for name, function in zip(test_names, functions, strict=True)
+        }
+
+    def earned(self, points: dict[str, float], passed: Collection[str]) -> dict[str, float]:
+        """Points each test earned, given what each is worth and the names of those passed.
+
+        An input check is worth what it guards: it earns its points times the share of the
+        problem's other points earned. A solution that raises ValueError on every call passes
+        the tests of rejecting bad input, and earns nothing for them.
+        """
+        checks = {name for name in points if self.is_input_check(name.split("[", 1)[0])}
+        others = [name for name in points if name not in checks]
+        worth = sum(points[name] for name in others)
+        share = sum(points[name] for name in others if name in passed) / worth if worth else 1.0
+        return {
+            name: 0.0 if name not in passed else value * share if name in checks else value
+            for name, value in points.items()
         }
 
 

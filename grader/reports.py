@@ -30,6 +30,10 @@ RESULTS = "results.json"
 SOURCES = "submitted"
 OUTPUT_LIMIT = 2000  # characters of a failed test's printed output shown with its message
 SANDBOXED = "bubblewrap"
+PARTLY_EARNED = (
+    "Passed. A test of input handling earns its points times the share of the "
+    "problem's other points earned."
+)
 
 
 @dataclass
@@ -107,9 +111,9 @@ def write_records(out: Path, result: StudentResult, submission: Submission,
         write_atomically(folder / f"{slug}{RECORD_SUFFIX}", json.dumps(record))
 
 
-def _output(test: dict) -> str:
+def _output(test: dict, earned: float, worth: float) -> str:
     if test["outcome"] == "passed":
-        return ""
+        return "" if _number(earned) == _number(worth) else PARTLY_EARNED
     text = test.get("output", test.get("message", ""))
     printed = (test.get("stdout") or "").strip()
     if printed:
@@ -150,24 +154,25 @@ def assemble(records: dict[str, dict], course: Course, submission: Submission,
             continue
         names = [t["test"] for t in record["tests"]]
         points = course.test_points(problem, names)
-        got = 0.0
+        earned = problem.earned(points, {t["test"] for t in record["tests"]
+                                         if t["outcome"] == "passed"})  # fmt: skip
         for number, test in enumerate(record["tests"], 1):
             passed = test["outcome"] == "passed"
-            got += points[test["test"]] if passed else 0.0
             seconds += test.get("duration", 0.0)
             tests.append({
                 "name": f"{problem.slug}: {test['test']}",
                 "number": f"{index}.{number}",
                 "tags": [problem.slug],
-                "score": _number(points[test["test"]] if passed else 0),
+                "score": _number(earned[test["test"]]),
                 "max_score": _number(points[test["test"]]),
                 "status": "passed" if passed else "failed",
-                "output": _output(test),
+                "output": _output(test, earned[test["test"]], points[test["test"]]),
                 "output_format": "text",
                 "visibility": course.visibility,
                 "extra_data": {"execution_time": round(test.get("duration", 0.0), 4)},
             })  # fmt: skip
-        problems[problem.slug] = {"score": _number(got), "max_score": _number(sum(points.values())),
+        problems[problem.slug] = {"score": _number(sum(earned.values())),
+                                  "max_score": _number(sum(points.values())),
                                   "submitted": bool(record.get("submitted", True)),
                                   "graded": True}  # fmt: skip
     raw = sum(p["score"] for p in problems.values())

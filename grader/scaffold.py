@@ -66,7 +66,8 @@ runtime = "{runtime}"   # pyodide: also runs in the browser (numpy only); python
 points_per_test = 1
 time_limit_s = 10
 teaches = "TODO: one sentence: what a learner understands after solving it."
-# Tests about input handling, worth at most a fifth of the points together:
+# Tests about input handling, worth at most a fifth of the points together, each earning in
+# proportion to the points of the other tests earned:
 input_checks = ["test_rejects_*", "test_does_not_modify_*"]
 """
 

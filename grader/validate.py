@@ -29,7 +29,9 @@ from grader.problems import KIT_ROOT, MAX_INPUT_CHECK_SHARE, Problem, ProblemSpe
 
 MIN_MISTAKES = 10
 # Test names that say a test is about input handling rather than the computation itself.
-INPUT_CHECK_WORDS = re.compile(r"raises|modif|dtype|returns_a_|accepts_|rejects_|_type_error")
+INPUT_CHECK_WORDS = re.compile(
+    r"raises|raise_|modif|dtype|returns_a_|accepts_|rejects_|_type_error"
+)
 TODO = "TODO"
 
 

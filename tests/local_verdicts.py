@@ -1,14 +1,36 @@
 """Every implementation of a problem run locally once per session, for the tests that need it.
 
-The reference, the starter and every catalogued mistake run in one pytest process
-(``--impl`` repeated); tests/test_curriculum.py and tests/test_grade_parity.py share the result.
+The reference, the starter, every catalogued mistake and a file that raises ValueError on every
+call run in one pytest process (``--impl`` repeated); tests/test_curriculum.py and
+tests/test_grade_parity.py share the result.
 """
 
+import tempfile
 from functools import cache
+from pathlib import Path
 
 from grader.mistakes import load_catalogue
-from grader.problems import get_problem
+from grader.problems import Problem, get_problem
 from grader.runner import TestOutcome, run_tests
+
+RAISING = "raising"
+
+
+def raising_source(problem: Problem) -> str:
+    """A solution that raises ValueError on every call: it passes the tests of rejecting bad
+    input, and must earn nothing for them."""
+    return "".join(f"def {name}(*args, **kwargs):\n    raise ValueError('always')\n\n\n"
+                   for name in problem.implement)  # fmt: skip
+
+
+_FOLDER = tempfile.TemporaryDirectory(prefix="grpo-kit-raising-")  # removed at exit
+
+
+@cache
+def _raising_file(slug: str) -> str:
+    path = Path(_FOLDER.name) / f"{slug}.py"
+    path.write_text(raising_source(get_problem(slug)), encoding="utf-8")
+    return str(path)
 
 
 def specs(slug: str) -> list[str]:
@@ -18,8 +40,9 @@ def specs(slug: str) -> list[str]:
 
 @cache
 def outcomes_by_impl(slug: str) -> dict[str, list[TestOutcome]]:
-    impls = specs(slug)
-    by_impl: dict[str, list[TestOutcome]] = {spec: [] for spec in impls}
-    for outcome in run_tests(get_problem(slug), impls):
-        by_impl[outcome.impl].append(outcome)
+    """spec (or RAISING) -> the outcome of every test."""
+    names = {spec: spec for spec in specs(slug)} | {_raising_file(slug): RAISING}
+    by_impl: dict[str, list[TestOutcome]] = {name: [] for name in names.values()}
+    for outcome in run_tests(get_problem(slug), list(names)):
+        by_impl[names[outcome.impl]].append(outcome)
     return by_impl

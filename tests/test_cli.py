@@ -38,7 +38,7 @@ def test_check_reports_each_failing_test_of_the_stub(capsys):
     assert main(["check", "grpo_objective"]) == 1
     out = capsys.readouterr().out
     assert "0/" in out.splitlines()[-1]
-    assert re.search(r"FAIL +\d+\.\d\d  test_reference_example", out), out
+    assert re.search(r"FAIL +0\.00/\d+\.\d\d +test_reference_example", out), out
     assert "not implemented yet" in out
 
 
@@ -50,6 +50,16 @@ def test_check_scores_a_partly_right_solution(tmp_path, capsys):
     verdict = capsys.readouterr().out.splitlines()[-1]
     passed, total = verdict.split()[0].split("/")
     assert 0 < int(passed) < int(total)
+
+
+def test_check_gives_input_checks_no_points_for_a_file_that_only_raises(tmp_path, capsys):
+    raises = tmp_path / "solution.py"
+    raises.write_text("def grpo_objective(*args, **kwargs):\n    raise ValueError('no')\n")
+    assert main(["check", "grpo_objective", str(raises)]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"PASS +0\.00/0\.\d\d +test_", out), out  # it passes input checks...
+    assert "times the share of the other points" in out
+    assert re.fullmatch(r"[1-9]\d*/\d+ tests passed, 0/\d+ points", out.splitlines()[-1]), out
 
 
 def test_check_unknown_slug_suggests_the_closest(capsys):

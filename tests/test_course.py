@@ -8,7 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from grader.course import CourseError, LatePolicy, default_course, load_course
+from grader.gradescope import check_results
 from grader.problems import get_problem
+from grader.reports import assemble
+from grader.submissions import Submission
 
 COURSE = """
 title = "GRPO, spring"
@@ -62,6 +65,23 @@ def test_points_per_problem_are_shared_by_its_tests(tmp_path):
     other = get_problem("group_advantages")
     assert course.test_points(other, names) == other.test_points(names)
     assert default_course().slugs[0] == "grpo_objective"
+
+
+def test_input_checks_in_a_results_file_earn_in_proportion_to_the_other_tests(tmp_path):
+    course = load_course(write(tmp_path, COURSE)).restricted(["grpo_objective"])
+    outcomes = {"test_a": "passed", "test_b": "failed", "test_c": "failed",
+                "test_shapes_raise_value_error": "passed"}  # fmt: skip
+    record = {"tests": [{"test": name, "outcome": outcome, "output": "", "duration": 0.0}
+                        for name, outcome in outcomes.items()]}  # fmt: skip
+    results = assemble({"grpo_objective": record}, course, Submission("ada"), "0")
+    assert check_results(results) == []
+    scores = {t["name"].split(": ", 1)[1]: (t["score"], t["max_score"]) for t in results["tests"]}
+    # 10 points over four tests; the input check earns a third: a third of the rest was earned.
+    assert scores == {"test_a": (2.5, 2.5), "test_b": (0, 2.5), "test_c": (0, 2.5),
+                      "test_shapes_raise_value_error": (0.8333, 2.5)}  # fmt: skip
+    check = next(t for t in results["tests"] if t["name"].endswith("raise_value_error"))
+    assert check["status"] == "passed" and "share of the problem's other points" in check["output"]
+    assert results["extra_data"]["problems"]["grpo_objective"]["score"] == 3.3333
 
 
 @pytest.mark.parametrize(

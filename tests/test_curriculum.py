@@ -4,11 +4,12 @@ For every problem: the reference passes every test, the starter fails every test
 "not implemented" message, and each catalogued wrong solution fails at least one test.
 All implementations of a problem run in one pytest process (``--impl`` repeated). Tests of
 input handling (errors raised, types, not modifying inputs) are listed as such in the
-metadata and are worth at most a fifth of the problem's points.
+metadata, are worth at most a fifth of the problem's points, and give nothing to a file that
+raises ValueError on every call.
 """
 
 import pytest
-from local_verdicts import outcomes_by_impl
+from local_verdicts import RAISING, outcomes_by_impl
 
 from grader.mistakes import load_catalogue
 from grader.problems import all_problems
@@ -36,6 +37,16 @@ def test_starter_fails_every_test_as_not_implemented(problem):
     assert len(outcomes) == len(outcomes_by_impl(problem.slug)["reference"])
     wrong = [o for o in outcomes if o.outcome != "failed" or "NotImplementedError" not in o.message]
     assert not wrong, f"the starter should fail every test as not implemented:\n{describe(wrong)}"
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.slug)
+def test_raising_value_error_on_every_call_earns_nothing(problem):
+    outcomes = outcomes_by_impl(problem.slug)[RAISING]
+    points = problem.test_points([o.name for o in outcomes])
+    earned = problem.earned(points, {o.name for o in outcomes if o.outcome == "passed"})
+    assert not any(earned.values()), "points for raising ValueError: " + ", ".join(
+        name for name, value in earned.items() if value
+    )
 
 
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.slug)

@@ -1,6 +1,7 @@
-"""One verdict everywhere: every test of every problem, for the reference, the starter and every
-catalogued mistake, passes or fails alike in a local run, through `grpo-kit check`'s path and in
-`grpo-kit grade`'s sandbox. (Pyodide against CPython: tests/test_web_parity.py.)
+"""One verdict everywhere: every test of every problem, for the reference, the starter, every
+catalogued mistake and a file raising ValueError on every call, passes or fails alike in a local
+run, through `grpo-kit check`'s path and in `grpo-kit grade`'s sandbox, and `grade` gives the
+points the same rule gives locally. (Pyodide against CPython: tests/test_web_parity.py.)
 
 Each implementation is handed in as a student would: a file of its own, the reference
 solutions it used inlined (the capstone keeps the imports its problem allows).
@@ -15,7 +16,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from local_verdicts import outcomes_by_impl
+from local_verdicts import RAISING, outcomes_by_impl, raising_source
 
 from grader.mistakes import load_catalogue
 from grader.problems import KIT_ROOT, Problem, all_problems
@@ -32,7 +33,7 @@ def implementations(problem: Problem) -> dict[str, str]:
              "starter": problem.stub.read_text(encoding="utf-8")}  # fmt: skip
     for mistake in load_catalogue(problem.dir):
         found[f"mistake:{mistake.id}"] = standalone_source(mistake.source, problem.builds_on)
-    return found
+    return found | {RAISING: raising_source(problem)}
 
 
 def _verdicts(outcomes, names: dict[str, str]) -> dict[str, dict[str, str]]:
@@ -44,8 +45,8 @@ def _verdicts(outcomes, names: dict[str, str]) -> dict[str, dict[str, str]]:
 
 
 @cache
-def verdicts(slug: str, root: Path) -> dict[str, dict[str, dict[str, str]]]:
-    """place -> spec -> test -> outcome, for one problem."""
+def verdicts(slug: str, root: Path) -> dict[str, dict]:
+    """place -> spec -> test -> outcome, for one problem; and "score" -> spec -> grade's score."""
     problem = next(p for p in PROBLEMS if p.slug == slug)
     sources = implementations(problem)
     files = {}
@@ -55,21 +56,25 @@ def verdicts(slug: str, root: Path) -> dict[str, dict[str, dict[str, str]]]:
         path.parent.mkdir(parents=True)
         path.write_text(source, encoding="utf-8")
         files[spec] = path
-    local = [o for outcomes in outcomes_by_impl(slug).values() for o in outcomes]
     checked = run_tests(problem, [str(p) for p in files.values()])
     command = [sys.executable, "-m", "grader.cli", "grade", str(root / slug), "--out",
                str(root / "out" / slug), "--problems", slug]  # fmt: skip
     run = subprocess.run(command, cwd=KIT_ROOT, capture_output=True, text=True, timeout=1200)
     assert run.returncode == 0, run.stderr[-3000:]
-    graded = {}
+    graded, scores = {}, {}
     for spec in sources:
         results = json.loads((root / "out" / slug / spec.replace(":", "_") / "results.json")
                              .read_text(encoding="utf-8"))  # fmt: skip
         graded[spec] = {t["name"].split(": ", 1)[1]: t["status"] for t in results["tests"]}
+        scores[spec] = results["score"]
     return {
-        "local": _verdicts(local, {spec: spec for spec in sources}),
+        "local": {
+            spec: {o.name: o.outcome for o in outcomes}
+            for spec, outcomes in outcomes_by_impl(slug).items()
+        },  # fmt: skip
         "check": _verdicts(checked, {str(path): spec for spec, path in files.items()}),
         "grade": graded,
+        "score": scores,
     }
 
 
@@ -101,4 +106,9 @@ def test_every_implementation_gets_the_same_verdicts_everywhere(problem, root):
                     f"{place} {spec}: passes only there {sorted(_passed(other) - _passed(tests))}, "
                     f"fails only there {sorted(_passed(tests) - _passed(other))}"
                 )
+    for spec, tests in local.items():  # the points too, from the same rule
+        score = sum(problem.earned(problem.test_points(list(tests)), _passed(tests)).values())
+        if found["score"][spec] != pytest.approx(score, abs=1e-3):
+            differences.append(f"grade {spec}: scores {found['score'][spec]}, locally {score:g}")
     assert not differences, "\n".join(differences)
+    assert found["score"][RAISING] == 0, "raising ValueError on every call earned points"

@@ -114,6 +114,59 @@ def test_a_test_functions_cases_share_its_points(kit):
     assert problem.is_input_check("test_c_raises_x") and not problem.is_input_check("test_a")
 
 
+@pytest.mark.parametrize(
+    ("passed", "earned"),
+    [
+        (
+            {"test_a", "test_b[1]", "test_b[2]", "test_c_raises_x[1]", "test_c_raises_x[2]"},
+            {
+                "test_a": 1,
+                "test_b[1]": 1,
+                "test_b[2]": 1,
+                "test_c_raises_x[1]": 0.5,
+                "test_c_raises_x[2]": 0.5,
+            },
+        ),  # fmt: skip
+        # Raising on every call: the input checks pass and earn nothing.
+        (
+            {"test_c_raises_x[1]", "test_c_raises_x[2]"},
+            {
+                "test_a": 0,
+                "test_b[1]": 0,
+                "test_b[2]": 0,
+                "test_c_raises_x[1]": 0,
+                "test_c_raises_x[2]": 0,
+            },
+        ),  # fmt: skip
+        # A third of the other points earned: a third of the input checks'.
+        (
+            {"test_a", "test_c_raises_x[1]"},
+            {
+                "test_a": 1,
+                "test_b[1]": 0,
+                "test_b[2]": 0,
+                "test_c_raises_x[1]": 0.5 / 3,
+                "test_c_raises_x[2]": 0,
+            },
+        ),  # fmt: skip
+    ],
+)
+def test_input_checks_earn_in_proportion_to_the_other_tests(kit, passed, earned):
+    meta = kit / "problems" / "toy" / "problem.toml"
+    meta.write_text(GOOD_META + 'input_checks = ["test_*_raises_*"]\n[points]\ntest_b = 2\n')
+    problem = load_problem(meta.parent)
+    names = ["test_a", "test_b[1]", "test_b[2]", "test_c_raises_x[1]", "test_c_raises_x[2]"]
+    assert problem.earned(problem.test_points(names), passed) == pytest.approx(earned)
+
+
+def test_a_problem_of_input_checks_only_earns_them_in_full(kit):
+    meta = kit / "problems" / "toy" / "problem.toml"
+    meta.write_text(GOOD_META + 'input_checks = ["test_*"]\n')
+    problem = load_problem(meta.parent)
+    points = problem.test_points(["test_a", "test_b"])
+    assert problem.earned(points, {"test_a"}) == {"test_a": 1.0, "test_b": 0.0}
+
+
 def test_loader_gives_starter_reference_and_any_file(kit, tmp_path):
     problem = kit / "problems" / "toy"
     with pytest.raises(NotImplementedError, match="todo"):

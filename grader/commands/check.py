@@ -54,13 +54,21 @@ def run(args: argparse.Namespace) -> int:
     print(f"{problem.title}: testing {path}")
     outcomes = run_tests(problem, [str(path)])
     points = problem.test_points([o.name for o in outcomes])
-    earned = sum(points[o.name] for o in outcomes if o.outcome == "passed")
+    earned = problem.earned(points, {o.name for o in outcomes if o.outcome == "passed"})
     total = sum(points.values())
     for o in outcomes:
-        print(f"  {MARKS.get(o.outcome, o.outcome.upper()):5} {points[o.name]:5.2f}  {o.name}")
+        print(
+            f"  {MARKS.get(o.outcome, o.outcome.upper()):5} {earned[o.name]:5.2f}"
+            f"/{points[o.name]:<5.2f} {o.name}"
+        )
         if o.outcome != "passed" and o.message:
             first_lines = o.message.splitlines()[:4]
             print("\n".join(f"        {line}" for line in first_lines))
     passed = sum(o.outcome == "passed" for o in outcomes)
-    print(f"{passed}/{len(outcomes)} tests passed, {earned:g}/{total:g} points")
+    if any(o.outcome == "passed" and earned[o.name] < points[o.name] for o in outcomes):
+        print(
+            "Tests of input handling earn their points times the share of the other points "
+            "earned: make the computation right to earn them all."
+        )
+    print(f"{passed}/{len(outcomes)} tests passed, {sum(earned.values()):.4g}/{total:g} points")
     return 0 if outcomes and passed == len(outcomes) else 1
