@@ -31,8 +31,8 @@ SOURCES = "submitted"
 OUTPUT_LIMIT = 2000  # characters of a failed test's printed output shown with its message
 SANDBOXED = "bubblewrap"
 PARTLY_EARNED = (
-    "Passed. A test of input handling earns its points times the share of the "
-    "problem's other points earned."
+    "Passed, for {share:.0%} of its points: a test of input handling earns its points times "
+    "the share of the problem's other points earned."
 )
 
 
@@ -113,7 +113,9 @@ def write_records(out: Path, result: StudentResult, submission: Submission,
 
 def _output(test: dict, earned: float, worth: float) -> str:
     if test["outcome"] == "passed":
-        return "" if _number(earned) == _number(worth) else PARTLY_EARNED
+        if _number(earned) == _number(worth):
+            return ""
+        return PARTLY_EARNED.format(share=earned / worth)
     text = test.get("output", test.get("message", ""))
     printed = (test.get("stdout") or "").strip()
     if printed:
