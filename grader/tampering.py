@@ -38,6 +38,12 @@ QUALIFIED = {
     ("os", "kill"): "signals a process",
     ("os", "_exit"): "ends its process",
     ("os", "fork"): "starts processes",
+    # Attributes reached by a name given as text, past every check of `.name` and getattr().
+    ("operator", "attrgetter"): "reads attributes named by text",
+    ("operator", "methodcaller"): "calls methods named by text",
+    ("inspect", "getmembers"): "reads every attribute of an object",
+    ("inspect", "getmembers_static"): "reads every attribute of an object",
+    ("inspect", "getattr_static"): "reads attributes past the object's own rules",
 }
 ATTRIBUTES = {
     "f_back": "walks up the stack",
@@ -59,6 +65,12 @@ ATTRIBUTES = {
     "__delattr__": "deletes attributes past the object's own rules",
     "__getattribute__": "reads attributes past the object's own rules",
 }
+# Builtins that reach an attribute by a name given as text: called directly, the name shows
+# (getattr(model, "calls")); bound to another name or handed to another function
+# (`put = setattr`, functools.partial(setattr, ...)), it no longer does.
+BY_NAME = ("getattr", "setattr", "delattr", "hasattr")
+# What a probe records, also when only named by text (operator.attrgetter("calls")).
+RECORDS = ("calls", "strict", "judged", "grad_steps")
 # Methods whose call reaches past what a solution is handed: a toy model's raw scores skip the
 # judging of its calls.
 CALLED = {"logits": "calls a toy model's scoring directly (a probe's)"}
@@ -87,6 +99,15 @@ def _root(node: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+def _own_init(call: ast.Call) -> bool:
+    """super().__init__(...) or Base.__init__(self, ...): a class building its own object."""
+    owner = call.func.value
+    if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name):
+        return owner.func.id == "super"
+    first = call.args[0] if call.args else None
+    return isinstance(first, ast.Name) and first.id == "self"
+
+
 def leads(source: str) -> list[Lead]:
     """Every place in `source` that reaches into the grader or out of its process, in order."""
     try:
@@ -94,6 +115,11 @@ def leads(source: str) -> list[Lead]:
     except (SyntaxError, ValueError):
         return []  # the tests already report a file that does not parse
     found = set()
+    # `import operator as op`: op.attrgetter is operator.attrgetter.
+    imported = {alias.asname: alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names if alias.asname}  # fmt: skip
+    called_names = {id(node.func) for node in ast.walk(tree)
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}  # fmt: skip
     for node in ast.walk(tree):
         modules = []
         if isinstance(node, ast.Import):
@@ -115,6 +141,39 @@ def leads(source: str) -> list[Lead]:
             top = module.split(".")[0]
             if top in MODULES:
                 found.add(Lead(node.lineno, f"{MODULES[top]} ({module})"))
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:  # from operator import attrgetter
+                pair = (node.module, alias.name)
+                if pair in QUALIFIED:
+                    found.add(Lead(node.lineno, f"{QUALIFIED[pair]} ({'.'.join(pair)})"))
+        if (
+            isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Load)
+            and node.id in (*BY_NAME, "exec", "eval", "__import__")
+            and id(node) not in called_names
+        ):
+            found.add(Lead(node.lineno, f"uses {node.id} as a value: an alias or a callback "
+                                        "hides what it reaches"))  # fmt: skip
+        called = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        by_name = (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and (node.func.id in BY_NAME)
+        )
+        if isinstance(node, ast.Call) and not by_name:
+            # getattr(model, "calls") has its own lead below; any other call handed the name
+            # of a record as text (operator.attrgetter("calls")) reaches it just the same.
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                if isinstance(arg, ast.Constant) and arg.value in RECORDS:
+                    found.add(Lead(node.lineno, f"{ATTRIBUTES[arg.value]} (names {arg.value!r})"))
+        if isinstance(node, ast.Dict):  # {**model.init_kwargs, "strict": False}
+            for key in node.keys:
+                if isinstance(key, ast.Constant) and key.value in RECORDS:
+                    found.add(Lead(key.lineno, f"{ATTRIBUTES[key.value]} (names {key.value!r})"))
+        if called and node.func.attr == "__init__" and not _own_init(node):
+            # type(model).__init__(model, ...) builds a handed object afresh: a toy model's
+            # record of calls emptied and its strictness reset, with no name of either.
+            found.add(Lead(node.lineno, "runs the constructor of an object it was handed again"))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             function, args = node.func.id, node.args
             named = len(args) >= 2 and isinstance(args[1], ast.Constant)
@@ -134,11 +193,11 @@ def leads(source: str) -> list[Lead]:
                 found.add(
                     Lead(node.lineno, f"reads an attribute whose name it builds ({function})")
                 )
-        called = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
         if called and node.func.attr in CALLED:
             found.add(Lead(node.lineno, f"{CALLED[node.func.attr]} (.{node.func.attr}())"))
         if isinstance(node, ast.Attribute):
-            pair = (_root(node.value), node.attr)
+            root = _root(node.value)
+            pair = (imported.get(root, root), node.attr)
             if pair in QUALIFIED:
                 found.add(Lead(node.lineno, f"{QUALIFIED[pair]} ({'.'.join(pair)})"))
             elif node.attr in ATTRIBUTES:

@@ -145,3 +145,32 @@ def sample_group(model, prompt_ids, *args, **kwargs):
               "scores = model.logits(ids)\nlogits = model(ids).logits\n")  # fmt: skip
     assert [lead.line for lead in leads(forged)] == [1, 2, 3]
     assert leads("def broken(:\n") == []
+
+
+def test_records_reached_through_an_alias_or_a_name_as_text_are_leads():
+    # The same edits as above with no `.calls`, no `.strict` and no getattr(x, "calls"): the
+    # builtin under another name or handed to a helper, or the attribute named as text.
+    source = """import functools
+import operator
+from operator import attrgetter
+
+
+def sample_group(model, prompt_ids, *args, **kwargs):
+    put = setattr
+    put(model, "strict", False)
+    operator.attrgetter("calls")(model).clear()
+    functools.reduce(getattr, ["calls"], model).append({})
+    functools.partial(setattr, model, "strict", False)()
+    type(model).__init__(model, **{**model.init_kwargs, "strict": False})
+    model.__init__(seed=0)
+    return prompt_ids
+"""
+    assert sorted({lead.line for lead in leads(source)}) == [3, 7, 8, 9, 10, 11, 12, 13]
+    # A module under another name is the same module.
+    renamed = "import os as o\nimport operator as op\no.kill(1, 9)\nop.attrgetter(name)(model)\n"
+    assert [lead.line for lead in leads(renamed)] == [3, 4]
+    # A class building its own object is none.
+    own = "class A(B):\n    def __init__(self):\n        super().__init__()\n        B.__init__(self)\n"
+    assert leads(own) == []
+    # Honest code names none of them: a default for a missing attribute, a list called calls.
+    assert leads("x = getattr(out, 'logits', out)\ncalls = []\ncalls.append(1)\n") == []
