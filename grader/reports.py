@@ -17,6 +17,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -64,12 +65,18 @@ class StudentResult:
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 
 
+# Control characters other than tab and line feed: a terminal that shows the file (cat, less -R,
+# head) runs ESC and CSI sequences, so a student's exception message or LMS name could clear
+# the screen or rewrite the rows printed before it. Each becomes U+FFFD.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def _cell(value: object) -> object:
     if not isinstance(value, str):
         return value
     # The writer quotes a field holding "\n" (its line end) but not a lone "\r", which readers
     # take for the end of a row: a name holding one would start a row of its own.
-    value = value.replace("\r\n", "\n").replace("\r", "\n")
+    value = _CONTROLS.sub("\ufffd", value.replace("\r\n", "\n").replace("\r", "\n"))
     return "'" + value if value.startswith(FORMULA_STARTS) else value
 
 

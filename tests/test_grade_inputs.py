@@ -423,6 +423,11 @@ def test_no_csv_cell_starts_a_formula():
     # A carriage return, first or inside, must not end the row: it becomes a quoted line feed.
     rows = list(csv.reader(io.StringIO(csv_text([["\r=1", "Eve\r101,x", 1]]), newline="")))
     assert rows == [["'\n=1", "Eve\n101,x", "1"]]
+    # Terminal escapes (a student's exception message, an LMS name) never reach the file: cat
+    # would clear the screen, retitle the window or hide the rows after them.
+    escapes = "\x1b[2J\x1b]0;x\x07\x9b8m\x00ok\tand\x7f"
+    (row,) = csv.reader(io.StringIO(csv_text([[escapes, "x"]]), newline=""))
+    assert row == ["\ufffd[2J\ufffd]0;x\ufffd\ufffd8m\ufffdok\tand\ufffd", "x"]
 
 
 @pytest.fixture(scope="module")
