@@ -145,6 +145,9 @@ def sample_group(model, prompt_ids, *args, **kwargs):
               "scores = model.logits(ids)\nlogits = model(ids).logits\n")  # fmt: skip
     assert [lead.line for lead in leads(forged)] == [1, 2, 3]
     assert leads("def broken(:\n") == []
+    # Nested past what the parser takes: no lead, and no crash of the whole class report.
+    assert leads("x = " + "+".join(["1"] * 100_000) + "\n") == []
+    assert leads("x = a" + ".b" * 100_000 + "\n") == []
 
 
 def test_records_reached_through_an_alias_or_a_name_as_text_are_leads():
