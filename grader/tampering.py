@@ -139,6 +139,16 @@ def leads(source: str) -> list[Lead]:
             )
         ):
             modules = [node.args[0].value]
+        if (
+            isinstance(node, ast.Call)
+            and node.args
+            and not isinstance(node.args[0], ast.Constant)
+            and (
+                (isinstance(node.func, ast.Name) and node.func.id == "__import__")
+                or (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+            )
+        ):  # importlib.import_module("gra" + "der.values"): a module no import names
+            found.add(Lead(node.lineno, "imports a module whose name it builds"))
         for module in modules:
             top = module.split(".")[0]
             if top in MODULES:

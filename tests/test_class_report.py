@@ -169,6 +169,9 @@ def sample_group(model, prompt_ids, *args, **kwargs):
     return prompt_ids
 """
     assert sorted({lead.line for lead in leads(source)}) == [3, 7, 8, 9, 10, 11, 12, 13]
+    # A module whose name is built at run time is not named anywhere.
+    built = "v = importlib.import_module('gra' + 'der.values')\nw = __import__(''.join(parts))\n"
+    assert [lead.line for lead in leads(built)] == [1, 2]
     # A module under another name is the same module.
     renamed = "import os as o\nimport operator as op\no.kill(1, 9)\nop.attrgetter(name)(model)\n"
     assert [lead.line for lead in leads(renamed)] == [3, 4]
