@@ -56,6 +56,9 @@ REFUSED_EOS = {
 REFUSED_IDS = {
     "1d": np.array([5, 2, 7]),
     "3d": np.ones((2, 3, 4), dtype=np.int64),
+    # (B, T, T): positions compared with each row's first EOS broadcast to a 3-D mask here
+    # instead of failing on mismatched axes as they do for (2, 3, 4).
+    "3d_square": np.array([[[5, 2, 7]] * 3, [[2, 9, 9]] * 3], dtype=np.int64),
     "0d": np.array(2),
 }
 
