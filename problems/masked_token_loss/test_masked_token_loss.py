@@ -382,6 +382,11 @@ def test_accepts_lists_integers_and_numpy_scalars(impl):
                                ("numpy scalar settings", case, scalars)):  # fmt: skip
         got = impl.masked_token_loss(**args, aggregation="constant", **kwargs)
         assert_scalar(got, expected, rel=1e-6, what=f"loss with {what}")
+    # Python floats are float64: in nested lists a ratio of e^100 is finite, and so is the loss.
+    extreme = dict(logp=[[-1.0, 0.0]], logp_old=[[-101.0, 0.0]], logp_ref=[[-1.0, 0.0]],
+                   advantages=[-1.0], mask=[[1, 0]])  # fmt: skip
+    got = impl.masked_token_loss(**extreme, beta=0.0, aggregation="token")
+    assert_scalar(got, math.exp(100.0), rel=1e-9, what="loss of nested lists with a ratio of e^100")
 
 
 def test_mismatched_token_shapes_raise_value_error(impl):
