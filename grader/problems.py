@@ -16,8 +16,10 @@ A problem is one folder ``problems/<slug>/``::
 Points: every test function is worth `points_per_test`, or what ``[points]`` gives it by
 name; a parametrized test's cases share their function's points equally. `input_checks` names
 the test functions about input handling (errors raised, types, not modifying the inputs),
-which together may be worth at most `MAX_INPUT_CHECK_SHARE` of the problem, and earn in
-proportion to the rest of it (``Problem.earned``).
+which together may be worth at most `MAX_INPUT_CHECK_SHARE` of the problem. `contract_checks`
+names tests of promises that a solution ignoring its inputs can keep too (the same seed gives
+the same samples, the model is left in its mode). Both kinds earn in proportion to the rest of
+the problem (``Problem.earned``), and together may be worth at most `MAX_GATED_SHARE` of it.
 
 The reference solution is ``reference/<slug>.py``.
 """
@@ -52,10 +54,12 @@ REQUIRED_KEYS = {
 OPTIONAL_KEYS = {
     "points": dict,  # test function name -> points
     "input_checks": list,  # test function names (fnmatch patterns) about input handling
+    "contract_checks": list,  # test function names (fnmatch patterns) a do-nothing solution can pass
     "builds_on": list,  # reference modules a solution may import (the capstone's)
     "hints": list,  # progressive hints (Markdown), offered one at a time after failed runs
 }
 MAX_INPUT_CHECK_SHARE = 0.2
+MAX_GATED_SHARE = 0.5  # input and contract checks together: the rest must outweigh them
 
 
 class ProblemSpecError(ValueError):
@@ -81,6 +85,7 @@ class Problem:
     teaches: str
     points: dict[str, float] = field(default_factory=dict)  # per test function, by name
     input_checks: tuple[str, ...] = ()
+    contract_checks: tuple[str, ...] = ()
     builds_on: tuple[str, ...] = ()
     hints: tuple[str, ...] = ()
 
@@ -124,6 +129,12 @@ class Problem:
     def is_input_check(self, function: str) -> bool:
         return any(fnmatch.fnmatchcase(function, pattern) for pattern in self.input_checks)
 
+    def is_gated(self, function: str) -> bool:
+        """Whether the test function earns in proportion to the rest (see ``earned``)."""
+        return self.is_input_check(function) or any(
+            fnmatch.fnmatchcase(function, pattern) for pattern in self.contract_checks
+        )
+
     def test_points(self, test_names: list[str]) -> dict[str, float]:
         """Points of each test (``function[params]``): a function's points shared by its cases."""
         functions = [name.split("[", 1)[0] for name in test_names]
@@ -136,11 +147,12 @@ class Problem:
     def earned(self, points: dict[str, float], passed: Collection[str]) -> dict[str, float]:
         """Points each test earned, given what each is worth and the names of those passed.
 
-        An input check is worth what it guards: it earns its points times the share of the
-        problem's other points earned. A solution that raises ValueError on every call passes
-        the tests of rejecting bad input, and earns nothing for them.
+        An input or contract check is worth what it guards: it earns its points times the share
+        of the problem's other points earned. A solution that raises ValueError on every call
+        passes the tests of rejecting bad input, one that never calls the model leaves it in
+        its mode, and neither earns anything for it.
         """
-        checks = {name for name in points if self.is_input_check(name.split("[", 1)[0])}
+        checks = {name for name in points if self.is_gated(name.split("[", 1)[0])}
         others = [name for name in points if name not in checks]
         worth = sum(points[name] for name in others)
         share = sum(points[name] for name in others if name in passed) / worth if worth else 1.0
@@ -175,7 +187,7 @@ def _check_metadata(meta: dict, where: Path) -> None:
     if not all(isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
                for v in points.values()):  # fmt: skip
         raise ProblemSpecError(f"{where}: every value of [points] must be a number >= 0")
-    for key in ("input_checks", "builds_on"):
+    for key in ("input_checks", "contract_checks", "builds_on"):
         if not all(isinstance(item, str) and item for item in meta.get(key, [])):
             raise ProblemSpecError(f"{where}: {key!r} must list names")
     if not all(isinstance(hint, str) and hint.strip() for hint in meta.get("hints", [])):
@@ -213,6 +225,7 @@ def load_problem(directory: Path, whole: bool = True) -> Problem:
         teaches=meta["teaches"],
         points=dict(meta.get("points", {})),
         input_checks=tuple(meta.get("input_checks", ())),
+        contract_checks=tuple(meta.get("contract_checks", ())),
         builds_on=tuple(meta.get("builds_on", ())),
         hints=tuple(meta.get("hints", ())),
     )

@@ -32,8 +32,9 @@ SOURCES = "submitted"
 OUTPUT_LIMIT = 2000  # characters of a failed test's printed output shown with its message
 SANDBOXED = "bubblewrap"
 PARTLY_EARNED = (
-    "Passed, for {share:.0%} of its points: a test of input handling earns its points times "
-    "the share of the problem's other points earned."
+    "Passed, for {share:.0%} of its points: a test of input handling, or of a promise a "
+    "do-nothing solution keeps too, earns its points times the share of the problem's other "
+    "points earned."
 )
 
 

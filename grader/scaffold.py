@@ -69,6 +69,8 @@ teaches = "TODO: one sentence: what a learner understands after solving it."
 # Tests about input handling, worth at most a fifth of the points together, each earning in
 # proportion to the points of the other tests earned:
 input_checks = ["test_rejects_*", "test_does_not_modify_*"]
+# Tests that a solution doing nothing passes too (the same seed gives the same result), earning
+# the same way: contract_checks = ["test_same_seed_gives_the_same_result"]
 """
 
 STARTER = '''"""Problem: {title}. Read README.md, then replace the body below."""

@@ -10,7 +10,8 @@ problem to the same rules:
 4. the mistake catalogue (.meta/mistakes.toml) holds at least MIN_MISTAKES mistakes;
 5. every catalogued mistake fails at least one test, and no test errors on it;
 6. tests about input handling (named like INPUT_CHECK_WORDS) are listed in problem.toml's
-   `input_checks`, and together are worth at most MAX_INPUT_CHECK_SHARE of the points;
+   `input_checks`, and together are worth at most MAX_INPUT_CHECK_SHARE of the points; with
+   the `contract_checks`, at most MAX_GATED_SHARE;
 7. the table of cases (cases.json), when the problem has .meta/cases.py, is what the reference
    gives today (`grpo-kit cases` rewrites it);
 8. no TODO of the scaffold (`grpo-kit new`) is left in any of the problem's files;
@@ -25,7 +26,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.problems import KIT_ROOT, MAX_INPUT_CHECK_SHARE, Problem, ProblemSpecError, load_problem
+from grader.problems import (
+    KIT_ROOT,
+    MAX_GATED_SHARE,
+    MAX_INPUT_CHECK_SHARE,
+    Problem,
+    ProblemSpecError,
+    load_problem,
+)
 
 MIN_MISTAKES = 10
 # Test names that say a test is about input handling rather than the computation itself.
@@ -66,11 +74,15 @@ def input_check_problems(problem: Problem) -> list[str]:
     found = [f"list {name} in input_checks (it tests input handling)" for name in unlisted]
     total = sum(problem.function_points(f) for f in functions)
     checks = sum(problem.function_points(f) for f in functions if problem.is_input_check(f))
+    gated = sum(problem.function_points(f) for f in functions if problem.is_gated(f))
     if total <= 0:
-        found.append("the tests are worth no points")
-    elif checks > MAX_INPUT_CHECK_SHARE * total + 1e-9:
+        return [*found, "the tests are worth no points"]
+    if checks > MAX_INPUT_CHECK_SHARE * total + 1e-9:
         found.append(f"input checks are worth {checks:g} of {total:g} points: at most "
                      f"{MAX_INPUT_CHECK_SHARE:.0%} is allowed")  # fmt: skip
+    if gated > MAX_GATED_SHARE * total + 1e-9:
+        found.append(f"input and contract checks are worth {gated:g} of {total:g} points: at "
+                     f"most {MAX_GATED_SHARE:.0%} is allowed")  # fmt: skip
     return found
 
 

@@ -10,6 +10,7 @@ from grader.errors import SubmissionError
 from grader.loader import ImplementationSpecError, load_implementation
 from grader.mistakes import MistakeSpecError, load_catalogue
 from grader.problems import ProblemSpecError, all_problems, load_problem
+from grader.validate import input_check_problems
 
 GOOD_META = """
 title = "Toy"
@@ -157,6 +158,27 @@ def test_input_checks_earn_in_proportion_to_the_other_tests(kit, passed, earned)
     problem = load_problem(meta.parent)
     names = ["test_a", "test_b[1]", "test_b[2]", "test_c_raises_x[1]", "test_c_raises_x[2]"]
     assert problem.earned(problem.test_points(names), passed) == pytest.approx(earned)
+
+
+def test_contract_checks_earn_in_proportion_too_and_with_input_checks_are_capped(kit):
+    meta = kit / "problems" / "toy" / "problem.toml"
+    meta.write_text(GOOD_META + 'input_checks = ["test_c_*"]\ncontract_checks = ["test_b"]\n')
+    (meta.parent / "test_toy.py").write_text(
+        "".join(
+            f"def {name}(impl):\n    assert impl\n\n\n"
+            for name in ("test_a", "test_b", "test_c_raises")
+        )
+    )
+    problem = load_problem(meta.parent)
+    points = problem.test_points(["test_a", "test_b", "test_c_raises"])
+    # A do-nothing solution keeps test_b's promise: it earns nothing for it.
+    assert problem.earned(points, {"test_b", "test_c_raises"}) == dict.fromkeys(points, 0.0)
+    assert problem.earned(points, {"test_a", "test_b"}) == {
+        "test_a": 1.0, "test_b": 1.0, "test_c_raises": 0.0}  # fmt: skip
+    # Two of three points gated: more than half.
+    assert "input and contract checks are worth 2 of 3 points" in " ".join(
+        input_check_problems(problem)
+    )
 
 
 def test_a_problem_of_input_checks_only_earns_them_in_full(kit):

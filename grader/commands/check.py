@@ -67,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
     passed = sum(o.outcome == "passed" for o in outcomes)
     if any(o.outcome == "passed" and earned[o.name] < points[o.name] for o in outcomes):
         print(
-            "Tests of input handling earn their points times the share of the other points "
-            "earned: make the computation right to earn them all."
+            "Tests of input handling and of promises a do-nothing solution keeps too (listed "
+            "in problem.toml) earn their points times the share of the other points earned: "
+            "make the computation right to earn them all."
         )
     print(f"{passed}/{len(outcomes)} tests passed, {sum(earned.values()):.4g}/{total:g} points")
     return 0 if outcomes and passed == len(outcomes) else 1

@@ -528,9 +528,10 @@ def test_top_k_zero_or_at_least_the_vocabulary_keeps_everything(impl):
 
 
 def test_top_p_always_keeps_the_most_likely_token(impl):
-    for probs in (P4, [0.97, 0.01, 0.01, 0.01]):
+    # The top token is not token 0: a sampler that returns zeros must not pass.
+    for probs in ([0.3, 0.5, 0.15, 0.05], [0.01, 0.97, 0.01, 0.01]):
         result = sample(impl, constant(probs), prompts([0]), 100, 1, EOS3, top_p=0.1)
-        assert torch.all(result["completion_ids"] == 0), (
+        assert torch.all(result["completion_ids"] == 1), (
             "with top_p below the top probability only the top token remains"
         )
         assert torch.all(result["logprobs"] == 0), "the one token left has probability 1"
