@@ -27,7 +27,7 @@ from grader import values
 from grader.errors import GraderError, SubmissionError
 from grader.execution import reseed
 from grader.loader import Limits, Runner, load_implementation, next_test
-from grader.sandbox import bwrap, cgroup, forkserver, limits
+from grader.sandbox import bwrap, cgroup, forkserver, frames, limits
 from grader.sandbox.submission import LIMITS_ENV
 
 SANDBOXED = bwrap.bwrap_command() is not None
@@ -133,6 +133,20 @@ def test_subclasses_lose_their_behaviour():
 def test_malformed_data_is_a_protocol_error(payload):
     with pytest.raises(values.ProtocolError):
         values.decode(payload)
+
+
+def test_parsing_a_reply_counts_against_its_deadline(monkeypatch):
+    read_end, write_end = os.pipe()
+    try:
+        frames.write(write_end, {"id": 1})
+        reader = frames.Reader(read_end, None, keep=0)
+        parse = frames.parse
+        monkeypatch.setattr(frames, "parse", lambda body: time.sleep(0.3) or parse(body))
+        with pytest.raises(frames.Late):  # arrived in time, parsed too late
+            reader.read(time.monotonic() + 0.1)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
 
 
 def test_int_dict_keys_of_64_bits_cross():
