@@ -558,7 +558,13 @@ def test_groups_of_equal_rewards_do_not_move_the_weights(impl):
     got = impl.probe.run_grpo_step(tiny(0), None, SGD, PROMPT_IDS[:2], answers, "given_or_mod3",
                                    EOS, options, 13)  # fmt: skip
     r = SimpleNamespace(**got["rollout"])
+    with torch.no_grad():
+        sampled = sample_group(gpt(tiny(0)), PROMPT_IDS[:2], G, L, EOS,
+                               generator=torch.Generator().manual_seed(13))  # fmt: skip
+    assert_tensor(r.completion_ids, sampled.completion_ids, rtol=0, atol=0,
+                  what="the step's completions (sample_group's draws with the step's generator)")  # fmt: skip
     rewards = given_or_mod3(r.completion_ids, [a for a in answers for _ in range(G)])
+    assert len(set(rewards[G:].tolist())) > 1, "the second group's rewards should differ"
     rollout = dict(
         prompt_ids=r.prompt_ids,
         completion_ids=r.completion_ids,
@@ -754,6 +760,19 @@ def test_compute_loss_divides_by_the_normalizer_it_is_given(impl):
             for rows in (slice(0, 8), slice(8, 12))
         ]
         parts = [loss_of(impl, half, options, normalizer) for half in halves]
+        cfg = GRPOConfig(**options)
+        for k, (rows, part) in enumerate(zip((slice(0, 8), slice(8, 12)), parts, strict=True)):
+            current = policy_logps(tiny(0), halves[k], 0.8)
+            expected = grpo_loss(current, halves[k]["old_logps"], halves[k]["ref_logps"],
+                                 halves[k]["advantages"], mask[rows], cfg, normalizer)  # fmt: skip
+            assert_scalar(
+                part,
+                float(expected),
+                rel=1e-4,
+                abs=1e-6,
+                what=f"{loss_type!r}: micro-batch {k + 1}'s loss, divided by the whole batch's "
+                f"normalizer {normalizer:g}",
+            )
         assert_scalar(
             sum(parts),
             whole,
@@ -1090,6 +1109,13 @@ def test_grpo_step_samples_scores_and_updates_as_grpo_does(impl, case):
     assert torch.equal(r.completion_ids, alone.completion_ids), (
         "grpo_step should sample as generate_rollout does with the same generator"
     )
+    with torch.no_grad():
+        sampled = sample_group(gpt(tiny(0)), PROMPT_IDS[:3], 4, L, EOS,
+                               temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
+                               generator=torch.Generator().manual_seed(11))  # fmt: skip
+    assert_tensor(r.completion_ids, sampled.completion_ids, rtol=0, atol=0,
+                  what="grpo_step's completions (sample_group's draws from the policy with the "
+                  "config's temperature, top_k and top_p and the step's generator)")  # fmt: skip
     answers = [answer for answer in ANSWERS[:3] for _ in range(4)]
 
     # The update a correct step makes from these completions, every input recomputed here
@@ -1116,6 +1142,10 @@ def test_grpo_step_samples_scores_and_updates_as_grpo_does(impl, case):
     )
     schedule = None if case["scheduler"] is None else (lambda k: 0.5**k)
     expected = sgd_optimize(tiny(0), rollout, options, SGD["lr"], schedule)
+    start = weights(gpt(tiny(0)))
+    assert any(not torch.equal(w, start[n]) for n, w in expected["weights"].items()), (
+        "the case should move the weights"
+    )
     check_update(got, expected, tiny(0), "grpo_step's update")
     assert_tensor(
         r.old_logps,
