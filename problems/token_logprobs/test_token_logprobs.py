@@ -174,15 +174,26 @@ def test_uniform_logits_give_minus_log_v(impl):
     logits = np.full((2, 4, 8), 3.5)
     ids = np.array([[0, 7, 3, 1], [5, 5, 5, 5]])
     assert_logprobs(impl.token_logprobs(logits, ids, 1), np.full((2, 3), -math.log(8)), np.float64)
+    # Beside positions that are not uniform, the uniform ones still give -log V.
+    logits[0, 1] = np.arange(8.0)
+    logits[1, 2, 5] = 9.0
+    expected = np.full((2, 3), -math.log(8))
+    expected[0, 1], expected[1, 2] = loop_logprobs(logits, ids, 1)[[0, 1], [1, 2]]
+    assert_logprobs(impl.token_logprobs(logits, ids, 1), expected, np.float64)
 
 
 def test_probabilities_over_the_vocabulary_sum_to_one(impl):
     logits, ids = random_batch(B=1, T=3, V=5)
-    total = 0.0
+    total, got = 0.0, []
     for token in range(5):
         ids[0, 2] = token
-        total += math.exp(float(impl.token_logprobs(logits, ids, 2)[0, 0]))
+        got.append(float(impl.token_logprobs(logits, ids, 2)[0, 0]))
+        total += math.exp(got[-1])
     assert math.isclose(total, 1.0, rel_tol=1e-9), f"probabilities sum to {total}, not 1"
+    # And they are spread as the logits are: log p differs between tokens as their logits do.
+    gaps = np.array(got) - got[0]
+    assert_array(gaps, logits[0, 1] - logits[0, 1, 0], rtol=1e-9, atol=1e-9,
+                 what="log-prob of each token minus that of token 0")  # fmt: skip
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
