@@ -334,6 +334,12 @@ def test_bounds_are_strict(impl):
         epsilon=0.25,
     )
     assert_scalar(got["clip_ratio/region_mean"], 0.0, what="region_mean on the boundary")
+    # Just past the bounds, both count.
+    got = impl.group_stats([0.0, 1.0], 2, np.ones((2, 2)), [False, False],
+                           ratios=np.array([[0.7499, 1.25], [0.75, 1.2501]]),
+                           advantages=np.array([-1.0, 1.0]), epsilon=0.25)  # fmt: skip
+    assert_scalar(got["clip_ratio/low_mean"], 0.25, what="low_mean just below the boundary")
+    assert_scalar(got["clip_ratio/high_mean"], 0.25, what="high_mean just above the boundary")
 
 
 def test_float32_ratios_are_compared_in_float64(impl):
@@ -389,6 +395,7 @@ def test_a_single_completion_token(impl):
                            ratios=[[0.5, 1.0], [1.0, 1.0]], advantages=[-1.0, 1.0])  # fmt: skip
     assert_scalar(got["clip_ratio/low_mean"], 1.0, what="low_mean of one low-clipped token")
     assert_scalar(got["clip_ratio/region_mean"], 1.0, what="region_mean of one clipped token")
+    assert_scalar(got["clip_ratio/high_mean"], 0.0, what="high_mean of one low-clipped token")
 
 
 # ----- input handling -----
