@@ -127,13 +127,11 @@ class Problem:
         return float(self.points.get(function, self.points_per_test))
 
     def is_input_check(self, function: str) -> bool:
-        return any(fnmatch.fnmatchcase(function, pattern) for pattern in self.input_checks)
+        return _matches(function, self.input_checks)
 
     def is_gated(self, function: str) -> bool:
         """Whether the test function earns in proportion to the rest (see ``earned``)."""
-        return self.is_input_check(function) or any(
-            fnmatch.fnmatchcase(function, pattern) for pattern in self.contract_checks
-        )
+        return _matches(function, self.input_checks + self.contract_checks)
 
     def test_points(self, test_names: list[str]) -> dict[str, float]:
         """Points of each test (``function[params]``): a function's points shared by its cases."""
@@ -160,6 +158,10 @@ class Problem:
             name: 0.0 if name not in passed else value * share if name in checks else value
             for name, value in points.items()
         }
+
+
+def _matches(function: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(function, pattern) for pattern in patterns)
 
 
 def _check_metadata(meta: dict, where: Path) -> None:
