@@ -11,6 +11,7 @@ report, these are leads to read, not verdicts; the kit's own solutions give none
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 # Modules a solution has no use for: the kit's own, the test runner's, and ways out of Python.
@@ -108,6 +109,104 @@ def _own_init(call: ast.Call) -> bool:
     return isinstance(first, ast.Name) and first.id == "self"
 
 
+def _is_import_call(node: ast.AST) -> bool:
+    """__import__(...) or importlib.import_module(...)."""
+    if not (isinstance(node, ast.Call) and node.args):
+        return False
+    function = node.func
+    return (isinstance(function, ast.Name) and function.id == "__import__") or (
+        isinstance(function, ast.Attribute) and function.attr == "import_module"
+    )
+
+
+def _import_leads(node: ast.AST) -> Iterator[Lead]:
+    """Modules a solution has no use for, imported by name or by a name it builds."""
+    modules = []
+    if isinstance(node, ast.Import):
+        modules = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        modules = [node.module]
+        for alias in node.names:  # from operator import attrgetter
+            pair = (node.module, alias.name)
+            if pair in QUALIFIED:
+                yield Lead(node.lineno, f"{QUALIFIED[pair]} ({'.'.join(pair)})")
+    elif _is_import_call(node):
+        first = node.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            modules = [first.value]
+        elif not isinstance(first, ast.Constant):
+            # importlib.import_module("gra" + "der.values"): a module no import names
+            yield Lead(node.lineno, "imports a module whose name it builds")
+    for module in modules:
+        top = module.split(".")[0]
+        if top in MODULES:
+            yield Lead(node.lineno, f"{MODULES[top]} ({module})")
+
+
+def _builtin_leads(node: ast.AST, called_names: set[int]) -> Iterator[Lead]:
+    """Builtins that run hidden code or reach an attribute by a name given as text."""
+    if (
+        isinstance(node, ast.Name)
+        and isinstance(node.ctx, ast.Load)
+        and node.id in (*BY_NAME, "exec", "eval", "__import__")
+        and id(node) not in called_names
+    ):
+        yield Lead(node.lineno, f"uses {node.id} as a value: an alias or a callback hides "
+                                "what it reaches")  # fmt: skip
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+        return
+    function, args = node.func.id, node.args
+    if function in HIDDEN:
+        yield Lead(node.lineno, f"{HIDDEN[function]} ({function})")
+    elif function not in BY_NAME or len(args) < 2:
+        return
+    elif isinstance(args[1], ast.Constant):
+        name = args[1].value  # getattr(reward_fn, "calls") is reward_fn.calls
+        if name in ATTRIBUTES:
+            yield Lead(node.lineno, f"{ATTRIBUTES[name]} ({function} {name!r})")
+    elif function in ("setattr", "delattr"):  # a name it computes
+        yield Lead(node.lineno, f"changes an attribute named at run time ({function})")
+    elif isinstance(args[1], ast.BinOp | ast.JoinedStr | ast.Call):
+        # a name built from pieces: "ca" + "lls", f"{a}{b}", "".join(...)
+        yield Lead(node.lineno, f"reads an attribute whose name it builds ({function})")
+
+
+def _record_leads(node: ast.AST) -> Iterator[Lead]:
+    """A probe's records reached with no attribute named: as text, by a rebuild, unjudged."""
+    if isinstance(node, ast.Call) and not (
+        isinstance(node.func, ast.Name) and node.func.id in BY_NAME
+    ):
+        # getattr(model, "calls") has its own lead; any other call handed the name of a
+        # record as text (operator.attrgetter("calls")) reaches it just the same.
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            if isinstance(arg, ast.Constant) and arg.value in RECORDS:
+                yield Lead(node.lineno, f"{ATTRIBUTES[arg.value]} (names {arg.value!r})")
+    if isinstance(node, ast.Dict):  # {**model.init_kwargs, "strict": False}
+        for key in node.keys:
+            if isinstance(key, ast.Constant) and key.value in RECORDS:
+                yield Lead(key.lineno, f"{ATTRIBUTES[key.value]} (names {key.value!r})")
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        method = node.func.attr
+        if method == "__init__" and not _own_init(node):
+            # type(model).__init__(model, ...) builds a handed object afresh: a toy model's
+            # record of calls emptied and its strictness reset, with no name of either.
+            yield Lead(node.lineno, "runs the constructor of an object it was handed again")
+        if method in CALLED:
+            yield Lead(node.lineno, f"{CALLED[method]} (.{method}())")
+
+
+def _attribute_leads(node: ast.AST, renamed: dict[str, str]) -> Iterator[Lead]:
+    """Attributes that reach frames, other modules' objects or a probe's records."""
+    if not isinstance(node, ast.Attribute):
+        return
+    root = _root(node.value)
+    pair = (renamed.get(root, root), node.attr)
+    if pair in QUALIFIED:
+        yield Lead(node.lineno, f"{QUALIFIED[pair]} ({'.'.join(pair)})")
+    elif node.attr in ATTRIBUTES:
+        yield Lead(node.lineno, f"{ATTRIBUTES[node.attr]} (.{node.attr})")
+
+
 def leads(source: str) -> list[Lead]:
     """Every place in `source` that reaches into the grader or out of its process, in order."""
     try:
@@ -116,102 +215,16 @@ def leads(source: str) -> list[Lead]:
         # The tests already report a file that does not parse; one nested deeper than this
         # interpreter parses (graded by another Python, say) must not stop the class report.
         return []
-    found = set()
-    # `import operator as op`: op.attrgetter is operator.attrgetter.
-    imported = {alias.asname: alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names if alias.asname}  # fmt: skip
-    called_names = {id(node.func) for node in ast.walk(tree)
+    nodes = list(ast.walk(tree))
+    # Known before the scan, which may meet `import operator as op` after op.attrgetter.
+    renamed = {alias.asname: alias.name for node in nodes if isinstance(node, ast.Import)
+               for alias in node.names if alias.asname}  # fmt: skip
+    called_names = {id(node.func) for node in nodes
                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}  # fmt: skip
-    for node in ast.walk(tree):
-        modules = []
-        if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            modules = [node.module]
-        elif (
-            isinstance(node, ast.Call)
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
-            and (
-                (isinstance(node.func, ast.Name) and node.func.id == "__import__")
-                or (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
-            )
-        ):
-            modules = [node.args[0].value]
-        if (
-            isinstance(node, ast.Call)
-            and node.args
-            and not isinstance(node.args[0], ast.Constant)
-            and (
-                (isinstance(node.func, ast.Name) and node.func.id == "__import__")
-                or (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
-            )
-        ):  # importlib.import_module("gra" + "der.values"): a module no import names
-            found.add(Lead(node.lineno, "imports a module whose name it builds"))
-        for module in modules:
-            top = module.split(".")[0]
-            if top in MODULES:
-                found.add(Lead(node.lineno, f"{MODULES[top]} ({module})"))
-        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:  # from operator import attrgetter
-                pair = (node.module, alias.name)
-                if pair in QUALIFIED:
-                    found.add(Lead(node.lineno, f"{QUALIFIED[pair]} ({'.'.join(pair)})"))
-        if (
-            isinstance(node, ast.Name)
-            and isinstance(node.ctx, ast.Load)
-            and node.id in (*BY_NAME, "exec", "eval", "__import__")
-            and id(node) not in called_names
-        ):
-            found.add(Lead(node.lineno, f"uses {node.id} as a value: an alias or a callback "
-                                        "hides what it reaches"))  # fmt: skip
-        called = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-        by_name = (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and (node.func.id in BY_NAME)
-        )
-        if isinstance(node, ast.Call) and not by_name:
-            # getattr(model, "calls") has its own lead below; any other call handed the name
-            # of a record as text (operator.attrgetter("calls")) reaches it just the same.
-            for arg in [*node.args, *(k.value for k in node.keywords)]:
-                if isinstance(arg, ast.Constant) and arg.value in RECORDS:
-                    found.add(Lead(node.lineno, f"{ATTRIBUTES[arg.value]} (names {arg.value!r})"))
-        if isinstance(node, ast.Dict):  # {**model.init_kwargs, "strict": False}
-            for key in node.keys:
-                if isinstance(key, ast.Constant) and key.value in RECORDS:
-                    found.add(Lead(key.lineno, f"{ATTRIBUTES[key.value]} (names {key.value!r})"))
-        if called and node.func.attr == "__init__" and not _own_init(node):
-            # type(model).__init__(model, ...) builds a handed object afresh: a toy model's
-            # record of calls emptied and its strictness reset, with no name of either.
-            found.add(Lead(node.lineno, "runs the constructor of an object it was handed again"))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            function, args = node.func.id, node.args
-            named = len(args) >= 2 and isinstance(args[1], ast.Constant)
-            if function in HIDDEN:
-                found.add(Lead(node.lineno, f"{HIDDEN[function]} ({function})"))
-            elif function in ("getattr", "setattr", "delattr", "hasattr") and named:
-                name = args[1].value  # getattr(reward_fn, "calls") is reward_fn.calls
-                if name in ATTRIBUTES:
-                    found.add(Lead(node.lineno, f"{ATTRIBUTES[name]} ({function} {name!r})"))
-            elif function in ("setattr", "delattr") and len(args) >= 2:  # a name it computes
-                found.add(Lead(node.lineno, f"changes an attribute named at run time ({function})"))
-            elif (
-                function in ("getattr", "hasattr")
-                and len(args) >= 2
-                and isinstance(args[1], ast.BinOp | ast.JoinedStr | ast.Call)
-            ):  # a name built from pieces: "ca" + "lls", f"{a}{b}", "".join(...)
-                found.add(
-                    Lead(node.lineno, f"reads an attribute whose name it builds ({function})")
-                )
-        if called and node.func.attr in CALLED:
-            found.add(Lead(node.lineno, f"{CALLED[node.func.attr]} (.{node.func.attr}())"))
-        if isinstance(node, ast.Attribute):
-            root = _root(node.value)
-            pair = (imported.get(root, root), node.attr)
-            if pair in QUALIFIED:
-                found.add(Lead(node.lineno, f"{QUALIFIED[pair]} ({'.'.join(pair)})"))
-            elif node.attr in ATTRIBUTES:
-                found.add(Lead(node.lineno, f"{ATTRIBUTES[node.attr]} (.{node.attr})"))
+    found = set()
+    for node in nodes:
+        found.update(_import_leads(node))
+        found.update(_builtin_leads(node, called_names))
+        found.update(_record_leads(node))
+        found.update(_attribute_leads(node, renamed))
     return sorted(found, key=lambda lead: (lead.line, lead.what))
