@@ -28,7 +28,7 @@ from pathlib import Path
 
 from grader.errors import GraderError, SubmissionError, TimeLimitError, type_name
 from grader.problems import KIT_ROOT, Problem
-from grader.reports import StudentResult, TestResult
+from grader.reports import StudentResult
 from grader.runner import test_name
 from grader.sandbox.bwrap import die_with_parent
 from grader.sandbox.forkserver import STARTUP_GRACE_S
@@ -152,19 +152,7 @@ def results_from_collected(
             if not tests:
                 raise RuntimeError(f"no test of {problem.slug} ran for {submission.student}")
             names = [test_name(t, specs) for t in tests]
-            points = problem.test_points(names)
-            earned = problem.earned(points, {name for test, name in zip(tests, names, strict=True)
-                                             if test["outcome"] == "passed"})  # fmt: skip
-            for test, name in zip(tests, names, strict=True):
-                passed = test["outcome"] == "passed"
-                result.tests.append(TestResult(
-                    problem.slug, name, "passed" if passed else "failed",
-                    earned[name], points[name],
-                    "" if passed else _student_message(test),
-                ))  # fmt: skip
             result.reports[problem.slug] = _student_report(problem, tests, names, sandbox)
-        if submission.ignored:
-            result.notes.append(f"ignored files: {', '.join(submission.ignored[:20])}")
         results.append(result)
     return results
 
@@ -340,8 +328,8 @@ def grade_all(
             results = grade_chunk(chunk, options, sandbox, runs)
             for result in results:
                 if isinstance(result, StudentResult):
-                    result.notes.append("ran out of time beside other students: graded again, "
-                                        "alone")  # fmt: skip
+                    for report in result.reports.values():  # said in the student's results
+                        report["graded_alone"] = True
             on_done(results)
     except BaseException as exc:
         runs.stop()

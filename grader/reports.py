@@ -39,25 +39,9 @@ PARTLY_EARNED = (
 
 
 @dataclass
-class TestResult:
-    problem: str
-    name: str  # test id within the problem, the implementation parameter removed
-    status: str  # passed / failed
-    score: float
-    max_score: float
-    output: str = ""
-
-
-@dataclass
 class StudentResult:
     student: str
-    tests: list[TestResult] = field(default_factory=list)
     reports: dict[str, dict] = field(default_factory=dict)  # slug -> record of the problem
-    notes: list[str] = field(default_factory=list)
-
-    def score(self, slug: str | None = None) -> tuple[float, float]:
-        chosen = [t for t in self.tests if slug is None or t.problem == slug]
-        return sum(t.score for t in chosen), sum(t.max_score for t in chosen)
 
 
 # A spreadsheet runs a cell that starts with one of these as a formula: a student's name or
@@ -145,6 +129,9 @@ def header(records: dict[str, dict], version: str) -> str:
     if any(mode != SANDBOXED for mode in modes):
         text += ("\nWARNING: graded without the bubblewrap sandbox (resource limits only): do "
                  "not use these results for a real class.")  # fmt: skip
+    if any(r.get("graded_alone") for r in records.values()):
+        text += ("\nGraded again, alone: a test ran out of time while other students were "
+                 "graded beside it.")  # fmt: skip
     return text
 
 
