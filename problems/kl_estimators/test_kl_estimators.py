@@ -127,15 +127,23 @@ def test_k3_is_never_negative_near_r_equal_one(impl, dtype):
 
 
 def test_k3_near_r_equal_one_is_the_formula_to_float64_precision(impl):
-    # Between |log r| = 1e-6 and 1e-3, k3 is about (log r)^2 / 2, but not exactly: a shortcut
-    # such as x^2 / 2 below some cut-off is off by x / 3 relative (3e-5 at x = 1e-4), a
-    # thousand times what expm1 leaves. The exact values come from 50-digit decimals.
-    x = np.array([1e-6, 3e-6, 1e-5, 5e-5, 1e-4, 3e-4, 1e-3])
+    # Between |log r| = 1e-7 and 1e-2, k3 is about (log r)^2 / 2, but not exactly: a shortcut
+    # below some cut-off (x^2 / 2, or x^2 / 2 + x^3 / 6) is off by x / 3 or x^2 / 12 relative,
+    # far more than expm1 leaves. expm1(x) - x keeps about 1e-16 / |x| of relative error (the
+    # subtraction cancels the leading digits); the tolerance allows ten times that. The exact
+    # values come from 50-digit decimals.
+    x = np.array([1e-7, 3e-7, 6e-7, 9e-7, 1e-6, 3e-6, 1e-5, 4e-5, 9e-5, 1e-4, 3e-4, 1e-3, 5e-3])
     x = np.concatenate([x, -x])
     with decimal.localcontext(prec=50):
         exact = [float(d.exp() - 1 - d) for d in map(decimal.Decimal, x.tolist())]
     got = impl.kl_k3(np.zeros_like(x), x)
     assert_array(got, np.array(exact), rtol=1e-9, atol=0.0, what=f"k3 at log r = {x}")
+    for log_r, value, truth in zip(x, got, exact, strict=True):
+        error = abs(value - truth) / truth
+        assert error <= 1e-12 + 1e-15 / abs(log_r), (
+            f"k3 at log r = {log_r:g}: expected {truth!r}, got {value!r} (relative error "
+            f"{error:.1e}; expm1(log r) - log r is good to about {1e-16 / abs(log_r):.0e})"
+        )
 
 
 @pytest.mark.parametrize("name", ["kl_k1", "kl_k3"])
