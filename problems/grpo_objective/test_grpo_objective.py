@@ -120,6 +120,21 @@ def test_kl_is_computed_between_normalized_policies(impl):
     assert_scalar(scaled, expected, rel=1e-12, what="objective with rescaled probabilities")
 
 
+def test_policies_of_any_scale_are_normalized_before_their_ratio(impl):
+    # The constraints allow probabilities at any scale: a ratio of the raw values overflows
+    # (1e10 / 1e-300) or underflows (1e-300 / 1e300) before any rescaling could mend it.
+    for pi_old, pi_ref in (([1e10, 1.0], [1e-300, 1e-300]), ([1e-300, 3e-300], [1e300, 1e300])):
+        got = impl.grpo_objective([1.0, 1.0], [1.0, 0.0], pi_old, pi_ref, beta=1.0)
+        assert_scalar(got, objective([1.0, 1.0], [1.0, 0.0], pi_old, pi_ref, beta=1.0),
+                      rel=1e-12, what=f"objective with pi_theta_old={pi_old}, "
+                                      f"pi_theta_ref={pi_ref}")  # fmt: skip
+    # Nearly normalized is not normalized: a sum of 1 + 1e-7 still shifts the KL.
+    pi_old, pi_ref = [0.5, 0.5000001], [0.2, 0.8]
+    got = impl.grpo_objective([1.0, 1.0], [0.0, 0.0], pi_old, pi_ref, beta=1e6)
+    assert_scalar(got, objective([1.0, 1.0], [0.0, 0.0], pi_old, pi_ref, beta=1e6), rel=1e-12,
+                  what=f"objective with pi_theta_old={pi_old} (sums to 1.0000001), beta=1e6")  # fmt: skip
+
+
 def test_kl_direction_is_pi_theta_to_pi_ref(impl):
     rhos, pi_old, pi_ref = [1.0, 1.0, 1.0], [0.7, 0.2, 0.1], [0.1, 0.3, 0.6]
     forward = kl(pi_old, pi_ref)
@@ -206,6 +221,12 @@ def test_accepts_numpy_arrays_integers_and_numpy_scalars(impl):
     got = impl.grpo_objective([2, 1], [1, -1], [1, 3], [1, 1], epsilon=0.2, beta=1)
     assert_scalar(got, objective([2, 1], [1, -1], [1, 3], [1, 1], beta=1), rel=1e-12,
                   what="objective of integer inputs")  # fmt: skip
+    # Narrow dtypes too: 100 * 100 wraps around in int8, and float16 keeps three digits.
+    for dtype in (np.int8, np.int16, np.uint8, np.float16):
+        arrays = [np.array(x, dtype=dtype) for x in ([100, 1], [1, 0], [100, 1], [1, 3])]
+        got = impl.grpo_objective(*arrays, beta=1)
+        assert_scalar(got, objective(*(a.astype(np.float64) for a in arrays), beta=1),
+                      rel=1e-12, what=f"objective of {np.dtype(dtype).name} inputs")  # fmt: skip
 
 
 @pytest.mark.parametrize("case", ERROR_CASES, ids=cases.ids(ERROR_CASES))
