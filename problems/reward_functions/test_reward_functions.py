@@ -160,6 +160,9 @@ def test_position_and_order_of_the_blocks(impl):
         ("<think>a</think><answer>1</answer>\u200d", 0.5),
         ("<think>a</think><answer>1</answer><|endoftext|>", 0.5),
         ("<think>a</think><answer>1</answer></s>", 0.5),
+        # "Ends with </think>" is the tag itself, not one with whitespace inside it.
+        ("x</thi nk><answer>1</answer>", 0.0),
+        ("<think>a</think\n><answer>1</answer>", 0.0),
     ])  # fmt: skip
 
 
@@ -398,9 +401,10 @@ def test_float_ground_truths_compare_through_their_shortest_decimal(impl):
 
 def test_ground_truth_that_is_no_number_matches_nothing(impl):
     truths = [None, "forty-two", "", " ", "$42", "42%", [42], (42,), {"value": 42}, True, False,
+              "٤٢", "４２", "4２", "1,٢٣٤", "٠.5",  # a string truth is ASCII digits too
               float("nan"), float("inf"), -float("inf"), np.float32("nan"), np.float64("inf"),
               Fraction(42), Fraction(1, 2), Decimal("42"), Decimal("1.0")]  # fmt: skip
-    texts = ["42", "nan", "inf", "-inf", "1", "0", ""]
+    texts = ["42", "nan", "inf", "-inf", "1", "0", "", "1234", "0.5"]
     check_answers(impl, [(text, truth) for text in texts for truth in truths], expected=0.0)
 
 
