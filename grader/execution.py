@@ -15,6 +15,7 @@ verdict in each of them by construction.
 from __future__ import annotations
 
 import importlib.util
+import linecache
 import random
 import sys
 from pathlib import Path
@@ -34,7 +35,12 @@ SEED = 0
 
 
 def load_source(source: str, module_name: str, filename: str) -> ModuleType:
-    """Run `source` as a new module (registered in sys.modules: dataclasses look it up)."""
+    """Run `source` as a new module (registered in sys.modules: dataclasses look it up).
+
+    Its lines are registered under `filename` too, where no such file exists (the sandbox):
+    inspect.getsource, which TorchScript and tracebacks rely on, reads them there.
+    """
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     module = ModuleType(module_name)
     module.__file__ = filename
     sys.modules[module_name] = module

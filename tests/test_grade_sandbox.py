@@ -242,12 +242,16 @@ def slow(seconds):
     time.sleep(seconds)
     return seconds
 
+def own_source():
+    import inspect  # as TorchScript does: torch.jit.script reads the function's source
+    return inspect.getsource(scale).splitlines()[0]
+
 def not_a_function():
     pass
 
 not_a_function = 3
 """
-TOY_NAMES = ("scale", "scale_in_place", "custom", "stops", "draw", "weird", "slow",
+TOY_NAMES = ("scale", "scale_in_place", "custom", "stops", "draw", "weird", "slow", "own_source",
              "not_a_function", "absent")  # fmt: skip
 TOY_PROBES = """
 import numpy as np
@@ -272,6 +276,11 @@ def toy(request, tmp_path_factory):
 def test_a_call_returns_plain_data(toy):
     got = toy.scale(np.arange(3.0), factor=3.0)
     assert isinstance(got, np.ndarray) and got.tolist() == [0.0, 3.0, 6.0]
+
+
+def test_a_solution_reads_its_own_source_wherever_it_runs(toy):
+    # The sandbox runs the text of a file that is not on its disk: its lines must still be found.
+    assert toy.own_source().startswith("def scale(")
 
 
 def test_builtin_exceptions_keep_their_type_and_message(toy):
