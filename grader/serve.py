@@ -53,6 +53,10 @@ class RequestRefused(Exception):
 
 
 class SiteHandler(http.server.SimpleHTTPRequestHandler):
+    # Seconds a socket may wait on the client: a body announced and never sent, or an idle
+    # connection kept open, lets its thread go instead of holding it for good. (A run's own
+    # time is not waiting on the socket.)
+    timeout = 30
     extensions_map = {
         **http.server.SimpleHTTPRequestHandler.extensions_map,
         ".js": "text/javascript",
@@ -175,7 +179,9 @@ class SiteHandler(http.server.SimpleHTTPRequestHandler):
             )
         try:
             request = json.loads(self.rfile.read(length))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):  # nested too deeply
+        # ValueError: not UTF-8, not JSON, or an integer longer than Python converts;
+        # RecursionError: nested too deeply.
+        except (ValueError, RecursionError):
             raise RequestRefused(HTTPStatus.BAD_REQUEST, "the request is not valid JSON") from None
         if not isinstance(request, dict):
             raise RequestRefused(HTTPStatus.BAD_REQUEST, "the request must be a JSON object")

@@ -3,6 +3,7 @@ that lets the PyTorch problems run from their pages, open only to the server's o
 
 import gzip
 import json
+import socket
 import threading
 import time
 import urllib.error
@@ -143,14 +144,43 @@ def test_the_run_api_refuses_oversized_code_and_unknown_problems(server):
         b"\xff\xfe{}",
         b"null",
         b'{"slug": ["../grpo_loss_torch"], "code": "", "run": "r"}',
+        b'{"slug": "grpo_loss_torch", "code": "", "run": ' + b"9" * 5000 + b"}",
     ],
-    ids=["nested-too-deeply", "lone-surrogate", "not-utf8", "not-an-object", "slug-not-text"],
+    ids=[
+        "nested-too-deeply",
+        "lone-surrogate",
+        "not-utf8",
+        "not-an-object",
+        "slug-not-text",
+        "long-int",
+    ],
 )
 def test_malformed_requests_get_an_answer_not_a_dropped_connection(server, body):
     the_server, url = server
     code, answer = post(the_server, url + "api/run", body)
     assert code in (400, 404) and answer["type"] == "error"
     assert not the_server.local_runs._current
+
+
+def test_a_client_that_stops_sending_is_let_go(site, monkeypatch):
+    # A body announced and never sent, or a connection left open, must not hold a thread
+    # of the server for good.
+    assert 0 < (serve.SiteHandler.timeout or 0) <= 60, "a client may hold a thread for good"
+    monkeypatch.setattr(serve.SiteHandler, "timeout", 0.5)  # the same, sooner
+    the_server, url = serve_in_thread(site, local_runs=True)
+    try:
+        port = the_server.server_address[1]
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            client.sendall(f"POST /api/run HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                           f"Origin: http://127.0.0.1:{port}\r\n"
+                           f"{serve.TOKEN_HEADER}: {the_server.token}\r\n"
+                           "Content-Type: application/json\r\n"
+                           "Content-Length: 1000\r\n\r\n{".encode())  # fmt: skip
+            start = time.monotonic()
+            assert client.recv(1024) == b"", "the server should close the connection"
+            assert time.monotonic() - start < 5
+    finally:
+        the_server.shutdown()
 
 
 def test_a_posted_reference_passes_and_the_starter_fails_in_the_sandbox(server):
