@@ -11,6 +11,7 @@ report, these are leads to read, not verdicts; the kit's own solutions give none
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -70,6 +71,12 @@ ATTRIBUTES = {
 # (getattr(model, "calls")); bound to another name or handed to another function
 # (`put = setattr`, functools.partial(setattr, ...)), it no longer does.
 BY_NAME = ("getattr", "setattr", "delattr", "hasattr")
+# The attributes of QUALIFIED, reached by getattr(x, "name") from whatever x is: the module
+# behind x may be an alias or a call away (getattr(_sys, "modules")). Not "stack": torch has one.
+BY_NAME_QUALIFIED = {attribute for _, attribute in QUALIFIED} - {"stack"}
+# A module named as text: sys.modules.get("grader.execution"), however sys.modules was reached.
+# ("problems" alone is a plain word; problems.<slug> is a module.)
+KIT_MODULE_TEXT = re.compile(r"(grader|_?pytest)(\.\w+)*|pluggy|problems(\.\w+)+")
 # What a probe records, also when only named by text (operator.attrgetter("calls")).
 RECORDS = ("calls", "strict", "judged", "grad_steps")
 # Methods whose call reaches past what a solution is handed: a toy model's raw scores skip the
@@ -143,13 +150,13 @@ def _import_leads(node: ast.AST) -> Iterator[Lead]:
             yield Lead(node.lineno, f"{MODULES[top]} ({module})")
 
 
-def _builtin_leads(node: ast.AST, called_names: set[int]) -> Iterator[Lead]:
+def _builtin_leads(node: ast.AST, called: set[int]) -> Iterator[Lead]:
     """Builtins that run hidden code or reach an attribute by a name given as text."""
     if (
         isinstance(node, ast.Name)
         and isinstance(node.ctx, ast.Load)
         and node.id in (*BY_NAME, "exec", "eval", "__import__")
-        and id(node) not in called_names
+        and id(node) not in called
     ):
         yield Lead(node.lineno, f"uses {node.id} as a value: an alias or a callback hides "
                                 "what it reaches")  # fmt: skip
@@ -164,6 +171,9 @@ def _builtin_leads(node: ast.AST, called_names: set[int]) -> Iterator[Lead]:
         name = args[1].value  # getattr(reward_fn, "calls") is reward_fn.calls
         if name in ATTRIBUTES:
             yield Lead(node.lineno, f"{ATTRIBUTES[name]} ({function} {name!r})")
+        elif name in BY_NAME_QUALIFIED:
+            what = next(text for (_, attribute), text in QUALIFIED.items() if attribute == name)
+            yield Lead(node.lineno, f"{what} ({function} {name!r})")
     elif function in ("setattr", "delattr"):  # a name it computes
         yield Lead(node.lineno, f"changes an attribute named at run time ({function})")
     elif isinstance(args[1], ast.BinOp | ast.JoinedStr | ast.Call):
@@ -195,7 +205,7 @@ def _record_leads(node: ast.AST) -> Iterator[Lead]:
             yield Lead(node.lineno, f"{CALLED[method]} (.{method}())")
 
 
-def _attribute_leads(node: ast.AST, renamed: dict[str, str]) -> Iterator[Lead]:
+def _attribute_leads(node: ast.AST, renamed: dict[str, str], called: set[int]) -> Iterator[Lead]:
     """Attributes that reach frames, other modules' objects or a probe's records."""
     if not isinstance(node, ast.Attribute):
         return
@@ -205,6 +215,21 @@ def _attribute_leads(node: ast.AST, renamed: dict[str, str]) -> Iterator[Lead]:
         yield Lead(node.lineno, f"{QUALIFIED[pair]} ({'.'.join(pair)})")
     elif node.attr in ATTRIBUTES:
         yield Lead(node.lineno, f"{ATTRIBUTES[node.attr]} (.{node.attr})")
+    elif node.attr == "modules" and id(node) not in called:
+        # __import__("sys").modules has no name to resolve; model.modules() is torch's own.
+        yield Lead(node.lineno, f"{QUALIFIED['sys', 'modules']} (.modules)")
+
+
+def _text_leads(node: ast.AST, imported_by_call: set[int]) -> Iterator[Lead]:
+    """The kit's modules named as text, the key to them in sys.modules (an import of one by
+    __import__ or import_module has its own lead)."""
+    if (
+        id(node) not in imported_by_call
+        and isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and KIT_MODULE_TEXT.fullmatch(node.value)
+    ):
+        yield Lead(node.lineno, f"names the grader's or test runner's module {node.value!r}")
 
 
 def leads(source: str) -> list[Lead]:
@@ -219,12 +244,24 @@ def leads(source: str) -> list[Lead]:
     # Known before the scan, which may meet `import operator as op` after op.attrgetter.
     renamed = {alias.asname: alias.name for node in nodes if isinstance(node, ast.Import)
                for alias in node.names if alias.asname}  # fmt: skip
-    called_names = {id(node.func) for node in nodes
-                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}  # fmt: skip
+    imported = {alias.name.split(".")[0] for node in nodes if isinstance(node, ast.Import)
+                for alias in node.names}  # fmt: skip
+    for node in nodes:  # `s = sys` (or `s = op`): s.modules is sys.modules
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Name)
+            and (node.value.id in imported or node.value.id in renamed)
+        ):
+            renamed[node.targets[0].id] = renamed.get(node.value.id, node.value.id)
+    called = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
+    imported_by_call = {id(node.args[0]) for node in nodes if _is_import_call(node)}
     found = set()
     for node in nodes:
         found.update(_import_leads(node))
-        found.update(_builtin_leads(node, called_names))
+        found.update(_builtin_leads(node, called))
         found.update(_record_leads(node))
-        found.update(_attribute_leads(node, renamed))
+        found.update(_attribute_leads(node, renamed, called))
+        found.update(_text_leads(node, imported_by_call))
     return sorted(found, key=lambda lead: (lead.line, lead.what))

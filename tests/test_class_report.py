@@ -175,6 +175,14 @@ def sample_group(model, prompt_ids, *args, **kwargs):
     # A module under another name is the same module.
     renamed = "import os as o\nimport operator as op\no.kill(1, 9)\nop.attrgetter(name)(model)\n"
     assert [lead.line for lead in leads(renamed)] == [3, 4]
+    # The table of modules however it is reached, and the kit's modules named as its keys.
+    table = ("import sys as _s\nt = getattr(_s, 'modules')\ns = sys\ns.modules\n"
+             "__import__('sys').modules\nx = t.get('grader.execution')\n"
+             "y = t['problems.grpo_loss_torch.probes']\nz = t.get('_pytest.runner')\n")  # fmt: skip
+    assert [lead.line for lead in leads(table)] == [2, 4, 5, 6, 7, 8]
+    # ... but not torch's model.modules(), getattr(torch, "stack"), or "problems" as a word.
+    honest = "for m in model.modules():\n    f = getattr(torch, 'stack')\nw = 'problems'\n"
+    assert leads(honest) == []
     # A class building its own object is none.
     own = "class A(B):\n    def __init__(self):\n        super().__init__()\n        B.__init__(self)\n"
     assert leads(own) == []
