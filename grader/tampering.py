@@ -73,7 +73,8 @@ ATTRIBUTES = {
 BY_NAME = ("getattr", "setattr", "delattr", "hasattr")
 # The attributes of QUALIFIED, reached by getattr(x, "name") from whatever x is: the module
 # behind x may be an alias or a call away (getattr(_sys, "modules")). Not "stack": torch has one.
-BY_NAME_QUALIFIED = {attribute for _, attribute in QUALIFIED} - {"stack"}
+BY_NAME_QUALIFIED = {attribute: what for (_, attribute), what in QUALIFIED.items()
+                     if attribute != "stack"}  # fmt: skip
 # A module named as text: sys.modules.get("grader.execution"), however sys.modules was reached.
 # ("problems" alone is a plain word; problems.<slug> is a module.)
 KIT_MODULE_TEXT = re.compile(r"(grader|_?pytest)(\.\w+)*|pluggy|problems(\.\w+)+")
@@ -172,8 +173,7 @@ def _builtin_leads(node: ast.AST, called: set[int]) -> Iterator[Lead]:
         if name in ATTRIBUTES:
             yield Lead(node.lineno, f"{ATTRIBUTES[name]} ({function} {name!r})")
         elif name in BY_NAME_QUALIFIED:
-            what = next(text for (_, attribute), text in QUALIFIED.items() if attribute == name)
-            yield Lead(node.lineno, f"{what} ({function} {name!r})")
+            yield Lead(node.lineno, f"{BY_NAME_QUALIFIED[name]} ({function} {name!r})")
     elif function in ("setattr", "delattr"):  # a name it computes
         yield Lead(node.lineno, f"changes an attribute named at run time ({function})")
     elif isinstance(args[1], ast.BinOp | ast.JoinedStr | ast.Call):
