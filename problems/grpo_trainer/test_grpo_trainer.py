@@ -753,18 +753,19 @@ def test_compute_loss_divides_by_the_normalizer_it_is_given(impl):
         rollout, options, _ = loss_case(loss_type, later=True)
         whole = loss_of(impl, rollout, options)
         # Two micro-batches of whole groups, each divided by the whole batch's denominator.
+        cfg = GRPOConfig(**options)
         mask = rollout["completion_mask"].float()
-        normalizer = denominator(mask, GRPOConfig(**options))
+        normalizer = denominator(mask, cfg)
+        micro_batches = (slice(0, 8), slice(8, 12))
         halves = [
             {k: None if v is None else v[rows] for k, v in rollout.items()}
-            for rows in (slice(0, 8), slice(8, 12))
+            for rows in micro_batches
         ]
         parts = [loss_of(impl, half, options, normalizer) for half in halves]
-        cfg = GRPOConfig(**options)
-        for k, (rows, part) in enumerate(zip((slice(0, 8), slice(8, 12)), parts, strict=True)):
-            current = policy_logps(tiny(0), halves[k], 0.8)
-            expected = grpo_loss(current, halves[k]["old_logps"], halves[k]["ref_logps"],
-                                 halves[k]["advantages"], mask[rows], cfg, normalizer)  # fmt: skip
+        for k, (rows, half, part) in enumerate(zip(micro_batches, halves, parts, strict=True)):
+            current = policy_logps(tiny(0), half, 0.8)
+            expected = grpo_loss(current, half["old_logps"], half["ref_logps"],
+                                 half["advantages"], mask[rows], cfg, normalizer)  # fmt: skip
             assert_scalar(
                 part,
                 float(expected),
