@@ -224,6 +224,17 @@ def test_long_completions(impl):
     assert_rewards(got, [0.0, 1.0, 1.0, 1.0, 0.0, 1.0] * 13, what="correctness of long completions")
 
 
+def test_whitespace_around_long_completions_is_skipped_in_linear_time(impl):
+    # Dropping whitespace one character at a time (`s = s[1:]` in a loop) copies the rest of the
+    # string each time: about 0.1 s per 10^5 spaces, past the 10 s a call may take for a batch
+    # of 150 (within the statement's 10^4); one pass takes milliseconds.
+    padded = " " * 100_000 + GOOD + "\n" * 100_000
+    assert_rewards(impl.format_reward([padded] * 150), [1.0] * 150)
+    spaced = f"<think>x</think><answer>{' ' * 100_000}42{chr(9) * 100_000}</answer>"
+    got = impl.correctness_reward([spaced] * 150, [42] * 150)
+    assert_rewards(got, [1.0] * 150, what="correctness of answers padded with whitespace")
+
+
 # ----- extract_answer -----
 
 

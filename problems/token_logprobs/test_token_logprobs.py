@@ -151,6 +151,23 @@ def test_very_unlikely_tokens_keep_an_exact_log_prob(impl, gap, dtype):
     assert_logprobs(got, [[expected]], dtype, f"log-prob of a token with logit gap {gap:g}")
 
 
+@pytest.mark.parametrize("temperature", [1.0, 0.5], ids=["tau-1", "tau-0.5"])
+def test_likely_tokens_keep_a_float64_exact_log_prob(impl, temperature):
+    # log p = -log1p(e^-gap + ...) is -4.5e-5 for gap 10 and exactly 0 past gap 40: an eps
+    # inside the log (log(s + 1e-12)), or a clamp below 0, shifts it by 1e-12, where float64
+    # rounding errs by ~1e-15 (an ulp of the largest logit, 5, over the temperature).
+    gaps = [10.0, 20.0, 30.0, 40.0, 800.0]
+    logits = np.array([[[5.0, 5.0 - g, 4.0 - g, 3.0 - g, 2.0 - g] for g in gaps] + [[0.0] * 5]])
+    ids = np.zeros((1, len(gaps) + 1), dtype=np.int64)
+    got = impl.token_logprobs(logits, ids, 1, temperature=temperature)
+    expected = [[-math.log1p(sum(math.exp((-g - k) / temperature) for k in range(4)))
+                 for g in gaps]]  # fmt: skip
+    error = float(np.finfo(np.float64).eps) * 8 * (5.0 / temperature + 1.0)
+    assert_array(got, expected, rtol=0.0, atol=error,
+                 what=f"log-probs of tokens far ahead of the rest at temperature {temperature}")  # fmt: skip
+    assert np.all(got <= 0), f"log-probs should all be <= 0, got {got}"
+
+
 def test_a_subnormal_temperature_divides_the_logits(impl):
     # 1 / 1e-310 overflows to inf; 1e-5 / 1e-310 = 1e305 is within the statement's bounds.
     logits = np.array([[[1e-5, 0.0], [0.0, 0.0]]])

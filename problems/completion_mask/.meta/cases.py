@@ -26,6 +26,17 @@ EOS_FORMS = {
     "repeated_id": [2, 2],
 }
 
+# Id 0 is an id like any other (an `if not eos_ids` check would refuse it): rows 0 and 1 end
+# at a 0, row 2 never.
+IDS_WITH_ZERO = [[5, 0, 2, 7], [0, 2, 9, 9], [5, 6, 8, 9]]
+EOS_ZERO_FORMS = {
+    "zero": 0,
+    "np_int64_zero": np.int64(0),
+    "np_uint8_zero": np.uint8(0),
+    "list_of_zero": [0],
+    "array_of_zero": np.array([0]),
+}
+
 REFUSED_EOS = {
     "empty_list": [],
     "empty_tuple": (),
@@ -81,6 +92,14 @@ def cases() -> list[dict]:
             "args": [np.array(IDS), eos_ids],
             "kwargs": {"mask_truncated": True},
             "about": f"eos_ids given as {type(eos_ids).__name__}",
+        })  # fmt: skip
+    for name, eos_ids in EOS_ZERO_FORMS.items():
+        found.append({
+            "name": f"eos_{name}",
+            "function": "completion_mask",
+            "args": [np.array(IDS_WITH_ZERO), eos_ids],
+            "kwargs": {"mask_truncated": True},
+            "about": f"eos_ids {eos_ids!r}: 0 is an id",
         })  # fmt: skip
     for name, eos_ids in REFUSED_EOS.items():
         found.append({

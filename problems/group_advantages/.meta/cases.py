@@ -82,4 +82,15 @@ def cases():
         ),  # fmt: skip
         case("nan-2d", np.array([[0.0, math.nan], [1.0, 1.0]]), 2, "a NaN in 2-D rewards"),
         case("nan-float32", np.float32([0.0, math.nan]), 2, "a float32 NaN"),
+        # A shortcut for constant groups must not skip the check.
+        case("nan-group-of-one", [1.0, math.nan], 1, "a NaN alone in its group"),
+        case("inf-equal-group", [math.inf, math.inf, 0.0, 1.0], 2, "equal infinities"),
+        case("inf-equal-batch", [math.inf, math.inf], 2, "a batch of equal infinities"),
+        case(
+            "minus-inf-equal-dr-grpo",
+            np.array([[-math.inf, -math.inf], [0.0, 1.0]]),
+            2,
+            "equal infinities, unscaled",
+            scale_by_std=False,
+        ),  # fmt: skip
     ]
