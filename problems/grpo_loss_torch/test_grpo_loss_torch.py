@@ -210,6 +210,20 @@ def test_low_precision_losses_and_gradients(impl, dtype):
         assert_tensor(got.double(), -1.0, rtol=1e-6, what=f"{aggregation!r} loss of 257 tokens")
 
 
+def test_bfloat16_log_probs_with_float32_inputs_give_a_float32_accurate_loss(impl):
+    # The usual mixed case: the policy's log-probs in bfloat16, the stored ones in float32.
+    # torch promotes each operation to float32; rounding logp_old or logp_ref (or the
+    # advantages) to bfloat16 first moves the loss by about 1e-3 of itself.
+    case = random_case(7, batch=6, length=8, empty_row=True, dtype=torch.float32)
+    case["logp"] = case["logp"].to(torch.bfloat16)
+    for aggregation in AGGREGATIONS:
+        record = backward(impl, case, aggregation=aggregation, beta=0.1)
+        loss, grad = expected(case, aggregation, beta=0.1)
+        assert_tensor(record["loss"].double(), loss, rtol=1e-5, atol=1e-6,
+                      what=f"{aggregation!r} loss of bfloat16 logp with float32 inputs")  # fmt: skip
+        assert_gradient(record["grads"]["logp"], grad, rtol=3e-2, atol=3e-2)
+
+
 @pytest.mark.parametrize("mask_dtype", [torch.bfloat16, torch.float16], ids=["bfloat16", "float16"])
 def test_tokens_are_counted_exactly_with_a_low_precision_mask(impl, mask_dtype):
     # The mask's dtype plays no part: summed in bfloat16 or float16, the first row's 2049 ones

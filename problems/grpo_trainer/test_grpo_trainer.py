@@ -200,18 +200,20 @@ def crafted_rollout(
     seed: int = 0,
     temperature: float = 1.0,
     ref: dict | None = None,
+    last_end: int = L,
 ) -> dict:
     """A rollout as generate_rollout gives one, made here: group i's rows share prompt i; each
     completion ends at EOS somewhere (row 0 at once, a 1-token completion) or never (rows 1
     and 2: truncated; row 1 masked out as mask_truncated_completions does). Advantages are
     arbitrary (not centred: a loss far from 0), and the sampler's log-probs are those of a
-    top-k sampler, higher than the policy's own."""
+    top-k sampler, higher than the policy's own. With `last_end` < L, every completion has its
+    EOS at position `last_end` or before (rows 1 and 2 there): none reaches L tokens."""
     gen = torch.Generator().manual_seed(seed)
     rows = groups * G
     prompt_ids = torch.randint(2, VOCAB, (groups, P), generator=gen).repeat_interleave(G, 0)
     completion_ids = torch.randint(2, VOCAB, (rows, L), generator=gen)
-    ends = torch.randint(1, L + 1, (rows,), generator=gen)  # L: never ends
-    ends[:3] = torch.tensor([0, L, L])
+    ends = torch.randint(1, last_end + 1, (rows,), generator=gen)  # L: never ends
+    ends[:3] = torch.tensor([0, last_end, last_end])
     after_end = torch.arange(L) >= ends[:, None]
     completion_ids[after_end] = EOS  # the EOS, then padding
     mask = eos_mask(completion_ids)
@@ -884,6 +886,19 @@ def test_micro_batches_give_the_whole_batch_update_and_loss(impl, loss_type):
         rtol=1e-4,
         what="the returned logps (every row, from the last iteration)",
     )
+
+
+def test_dr_grpo_divides_by_max_completion_length_even_when_every_completion_is_shorter(impl):
+    # The constant is completions x max_completion_length, whatever this batch's lengths are:
+    # the longest completion here has L - 2 tokens.
+    options = config(loss_type="dr_grpo", gradient_accumulation_steps=2)
+    rollout = crafted_rollout(tiny(0), groups=2, seed=5, last_end=L - 3)
+    assert int(rollout["completion_mask"].sum(1).max()) == L - 2
+    got = optimize(impl, tiny(0), rollout, options)
+    expected = sgd_optimize(tiny(0), rollout, options, SGD["lr"])
+    check_update(got, expected, tiny(0), "a 'dr_grpo' update on completions shorter than L")
+    assert_scalar(got["result"]["loss"], expected["updates"][0]["loss"], rel=1e-4, abs=1e-6,
+                  what="the 'dr_grpo' loss on completions shorter than L")  # fmt: skip
 
 
 def test_every_iteration_starts_from_zero_gradients(impl):

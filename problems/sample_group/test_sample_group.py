@@ -519,6 +519,21 @@ def test_samples_follow_the_sampling_distribution(impl, name):
                   what=f"log-probs with {settings or 'the defaults'}")  # fmt: skip
 
 
+def test_a_small_temperature_sharpens_but_still_samples(impl):
+    # Logits about 0.01 apart: at temperature 0.01 they give P4 again, not greedy draws (only
+    # top_k=1 is greedy). Expected from the model's own float32 logits; dividing them by 0.01
+    # in float32 rounds by about 1e-5.
+    probs = np.power(P4, 0.01) / np.power(P4, 0.01).sum()
+    logits = torch.log(torch.tensor(probs)).float().double()
+    q = torch.softmax(logits / 0.01, -1)
+    result = sample(impl, constant(probs), prompts([0]), 4000, 1, EOS3, temperature=0.01)
+    check_fields(result, 4000, 1, len(probs))
+    ids = result["completion_ids"]
+    check_frequencies(ids, q.numpy())
+    assert_tensor(result["logprobs"], torch.log(q)[ids], rtol=1e-4, atol=1e-4,
+                  what="log-probs at temperature 0.01")  # fmt: skip
+
+
 def test_top_k_zero_or_at_least_the_vocabulary_keeps_everything(impl):
     for top_k in (0, 4, 10):
         result = sample(impl, constant(P4), prompts([0]), 4000, 1, EOS3, top_k=top_k)
