@@ -66,7 +66,16 @@ ATTRIBUTES = {
     "__setattr__": "sets attributes past the object's own rules",
     "__delattr__": "deletes attributes past the object's own rules",
     "__getattribute__": "reads attributes past the object's own rules",
+    # An object's attributes as a dict, read or written back, with no attribute named
+    # (Python 3.11's object.__getstate__ returns __dict__ itself; nn.Module.__setstate__ updates it).
+    "__getstate__": "reads an object's attributes as a dict",
+    "__setstate__": "sets an object's attributes from a dict",
+    "__reduce__": "reads an object's attributes as a dict",
+    "__reduce_ex__": "reads an object's attributes as a dict",
 }
+# Giving a handed object another class replaces every method it has, a toy model's judging and
+# recording included, with none of them named.
+CLASS_SWAP = "changes the class of an object it was handed"
 # Builtins that reach an attribute by a name given as text: called directly, the name shows
 # (getattr(model, "calls")); bound to another name or handed to another function
 # (`put = setattr`, functools.partial(setattr, ...)), it no longer does.
@@ -172,6 +181,8 @@ def _builtin_leads(node: ast.AST, called: set[int]) -> Iterator[Lead]:
         name = args[1].value  # getattr(reward_fn, "calls") is reward_fn.calls
         if name in ATTRIBUTES:
             yield Lead(node.lineno, f"{ATTRIBUTES[name]} ({function} {name!r})")
+        elif name == "__class__" and function in ("setattr", "delattr"):
+            yield Lead(node.lineno, f"{CLASS_SWAP} ({function} {name!r})")
         elif name in BY_NAME_QUALIFIED:
             yield Lead(node.lineno, f"{BY_NAME_QUALIFIED[name]} ({function} {name!r})")
     elif function in ("setattr", "delattr"):  # a name it computes
@@ -181,20 +192,20 @@ def _builtin_leads(node: ast.AST, called: set[int]) -> Iterator[Lead]:
         yield Lead(node.lineno, f"reads an attribute whose name it builds ({function})")
 
 
-def _record_leads(node: ast.AST) -> Iterator[Lead]:
+def _record_leads(node: ast.AST, named_by_getattr: set[int]) -> Iterator[Lead]:
     """A probe's records reached with no attribute named: as text, by a rebuild, unjudged."""
-    if isinstance(node, ast.Call) and not (
-        isinstance(node.func, ast.Name) and node.func.id in BY_NAME
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value in ATTRIBUTES
+        and id(node) not in named_by_getattr  # getattr(model, "calls") has its own lead
     ):
-        # getattr(model, "calls") has its own lead; any other call handed the name of a
-        # record as text (operator.attrgetter("calls")) reaches it just the same.
-        for arg in [*node.args, *(k.value for k in node.keywords)]:
-            if isinstance(arg, ast.Constant) and arg.value in RECORDS:
-                yield Lead(node.lineno, f"{ATTRIBUTES[arg.value]} (names {arg.value!r})")
-    if isinstance(node, ast.Dict):  # {**model.init_kwargs, "strict": False}
-        for key in node.keys:
-            if isinstance(key, ast.Constant) and key.value in RECORDS:
-                yield Lead(key.lineno, f"{ATTRIBUTES[key.value]} (names {key.value!r})")
+        # The name of a record (or of a frame's or an object's dict) as text reaches it as
+        # well as the attribute does, wherever it is: handed to a call
+        # (operator.attrgetter("calls")), a key ({**kwargs, "strict": False}, state["strict"]
+        # = False on a dict of the object's attributes) or kept for later (KEY = "__dict__";
+        # getattr(model, KEY)).
+        yield Lead(node.lineno, f"{ATTRIBUTES[node.value]} (names {node.value!r})")
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         method = node.func.attr
         if method == "__init__" and not _own_init(node):
@@ -218,6 +229,35 @@ def _attribute_leads(node: ast.AST, renamed: dict[str, str], called: set[int]) -
     elif node.attr == "modules" and id(node) not in called:
         # __import__("sys").modules has no name to resolve; model.modules() is torch's own.
         yield Lead(node.lineno, f"{QUALIFIED['sys', 'modules']} (.modules)")
+
+
+def _class_swaps(nodes: list[ast.AST]) -> Iterator[Lead]:
+    """`model.__class__ = Lenient` on an object a function was handed (a parameter, an
+    attribute of one, or a name it was assigned to): its own methods are replaced. An object
+    the function built itself may change class (a layer computed in float32)."""
+    for function in nodes:
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        arguments = function.args
+        named = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                 arguments.vararg, arguments.kwarg]  # fmt: skip
+        handed = {a.arg for a in named if a is not None}
+        inside = list(ast.walk(function))
+        for node in inside:  # m = model: m is the handed object too
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in handed
+            ):
+                handed.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        for node in inside:
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "__class__"
+                and isinstance(node.ctx, ast.Store | ast.Del)
+                and _root(node.value) in handed
+            ):
+                yield Lead(node.lineno, f"{CLASS_SWAP} (.__class__)")
 
 
 def _text_leads(node: ast.AST, imported_by_call: set[int]) -> Iterator[Lead]:
@@ -257,11 +297,14 @@ def leads(source: str) -> list[Lead]:
             renamed[node.targets[0].id] = renamed.get(node.value.id, node.value.id)
     called = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
     imported_by_call = {id(node.args[0]) for node in nodes if _is_import_call(node)}
-    found = set()
+    named_by_getattr = {id(node.args[1]) for node in nodes if isinstance(node, ast.Call)
+                        and isinstance(node.func, ast.Name) and node.func.id in BY_NAME
+                        and len(node.args) >= 2}  # fmt: skip
+    found = set(_class_swaps(nodes))
     for node in nodes:
         found.update(_import_leads(node))
         found.update(_builtin_leads(node, called))
-        found.update(_record_leads(node))
+        found.update(_record_leads(node, named_by_getattr))
         found.update(_attribute_leads(node, renamed, called))
         found.update(_text_leads(node, imported_by_call))
     return sorted(found, key=lambda lead: (lead.line, lead.what))

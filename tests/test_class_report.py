@@ -138,7 +138,7 @@ def sample_group(model, prompt_ids, *args, **kwargs):
     assert leads("x = torch.stack(calls)\ny = inspect.signature(f)\n") == []
     hidden = ("exec(code)\nsetattr(model, name, False)\ngetattr(out, 'logits', out)\n"
               "vars(model)['calls'].clear()\n")  # fmt: skip
-    assert [lead.line for lead in leads(hidden)] == [1, 2, 4]
+    assert [lead.line for lead in leads(hidden)] == [1, 2, 4, 4]  # vars, and 'calls' as text
     # A record reached by a name built at run time, strictness switched off past the model's
     # own __setattr__, unjudged scores: each a lead; HF's `output.logits` is none.
     forged = ("record = getattr(model, 'ca' + 'lls')\nobject.__setattr__(model, 'x', False)\n"
@@ -186,5 +186,24 @@ def sample_group(model, prompt_ids, *args, **kwargs):
     # A class building its own object is none.
     own = "class A(B):\n    def __init__(self):\n        super().__init__()\n        B.__init__(self)\n"
     assert leads(own) == []
+    # The model's class swapped for one whose judged() and record() lie, or its attributes
+    # read and written back as a dict: no record is named as an attribute (a sampler with two
+    # bugs rose from 42.4 to 49 of 49 either way with no lead).
+    swapped = """def sample_group(model, prompt_ids, *args):
+    model.__class__ = Lenient
+    m = model
+    m.__class__ = Lenient
+    setattr(model, "__class__", Lenient)
+    state = model.__getstate__()
+    state[STRICT] = False
+    model.__setstate__(state)
+    KEY = "calls"
+    model.__reduce_ex__(2)[2]["strict"] = False
+    NAME = "__dict__"
+    getattr(model, NAME)[STRICT] = False
+"""
+    assert [lead.line for lead in leads(swapped)] == [2, 4, 5, 6, 8, 9, 10, 10, 11]
+    # ... but a layer a function built itself may change class (reference/model_setup.py).
+    assert leads("def f(model):\n    head = get_head(model)\n    head.__class__ = F32\n") == []
     # Honest code names none of them: a default for a missing attribute, a list called calls.
     assert leads("x = getattr(out, 'logits', out)\ncalls = []\ncalls.append(1)\n") == []
