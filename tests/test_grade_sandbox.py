@@ -778,3 +778,34 @@ def test_signals_are_named_in_crash_messages():
 
     assert "SIGSEGV" in _ending({"signal": int(signal.SIGSEGV)}, "x.py", limits.SandboxLimits())
     assert "memory limit of 1024 MiB" in _ending({"signal": 9}, "x.py", limits.SandboxLimits())
+
+
+@needs_bwrap
+def test_a_process_pool_works_as_it_does_locally_and_leaves_nothing(tmp_path):
+    """A pool's locks are POSIX semaphores in /dev/shm: writable in the sandbox as anywhere
+    (a pool raised PermissionError there alone), and what a student leaves there is removed
+    with its processes."""
+    body = """
+import concurrent.futures
+import os
+
+def double(x):
+    return 2 * x
+
+def scale(x):
+    if x == "leave":
+        with open("/dev/shm/left-behind", "w") as file:
+            file.write("for the next student")
+        return sorted(os.listdir("/dev/shm"))
+    if x == "look":
+        return sorted(os.listdir("/dev/shm"))
+    with concurrent.futures.ProcessPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(double, range(x)))
+"""
+    first = sandboxed(tmp_path / "a", body)
+    assert first.scale(4) == [0, 2, 4, 6]
+    assert "left-behind" in first.scale("leave")
+    first.close()
+    later = sandboxed(tmp_path / "b", body)
+    assert later.scale("look") == []
+    later.close()

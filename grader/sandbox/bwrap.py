@@ -1,6 +1,7 @@
 """The bubblewrap command line that starts a fork server in a sandbox.
 
-The sandbox has no network, a private /tmp that only root may write to, a new PID namespace
+The sandbox has no network, a private /tmp that only root may write to (and a private
+/dev/shm that everyone may, as on any machine), a new PID namespace
 that dies with the grader, and a read-only view of the interpreter, the libraries and a few of
 the kit's files: the modules the sandboxed side runs, the test support (toy models), the probes
 of the problems it serves and, for the capstone, the reference modules it builds on. Hidden
@@ -199,6 +200,11 @@ def command(probes: tuple[str, ...], reference: tuple[str, ...], program: list[s
         # it: each student's process gets a folder of its own there.
         "--perms", "0755", "--size", str(TMP_SIZE), "--tmpfs", "/tmp",
         *system_binds(probes, reference),
-        "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp",
+        "--proc", "/proc", "--dev", "/dev",
+        # A /dev/shm students may write to, as on any machine: a process pool's locks are POSIX
+        # semaphores there (a pool failed with "Permission denied" in the sandbox alone). The
+        # fork server removes what each student left in it (zygote.py).
+        "--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/dev/shm",
+        "--chdir", "/tmp",
         *program,
     ]  # fmt: skip

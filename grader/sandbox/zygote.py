@@ -11,8 +11,8 @@ is ready; then answers the grader's requests one at a time:
            process limit counts its own processes only, and an IPC namespace of its own, so
            its POSIX message queues and System V objects go with it, unseen by later students.
     end    kill every process of that student (its uid's, or its process group's), reap it,
-           remove its folder and (with a uid of its own) its System V IPC objects, and say
-           how it ended
+           remove its folder and (with a uid of its own) its System V IPC objects and its
+           files in /dev/shm, and say how it ended
 
 Student code never runs in this process: only in the forked children, after they have left
 this process's session, closed the control socket, dropped privileges and set their limits.
@@ -51,6 +51,7 @@ _SECCOMP_ALLOW, _SECCOMP_ENOSYS = 0x7FFF0000, 0x00050000 | 38
 MAX_FDS = 3
 KILL_ROUNDS = 100
 IPC_RMID = 0  # linux/ipc.h
+SHM = "/dev/shm"  # POSIX semaphores and shared memory: writable by every student (bwrap.py)
 # Limits of the sandbox's own System V IPC namespace (where the kernel lets this server set
 # them). A segment is destroyed once no process has it attached, so its memory is only held
 # while mapped, where the address-space limit counts it; message queues are few and small.
@@ -214,6 +215,20 @@ def _limit_ipc() -> None:
             setting.write(value)
 
 
+def _remove_shm(uid: int) -> None:
+    """Remove what `uid` left in /dev/shm (POSIX semaphores and shared memory, a process pool's
+    locks): every student of this server may write there, and a later one could read it."""
+    with contextlib.suppress(OSError), os.scandir(SHM) as entries:
+        for entry in list(entries):
+            with contextlib.suppress(OSError):
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    _remove_folder(entry.path)
+                else:
+                    os.unlink(entry.path)
+
+
 def _remove_folder(home: str) -> None:
     """Remove a student's folder, however deep: shutil.rmtree recurses, and a tree deeper
     than Python's recursion limit would stay, filling the /tmp later students share."""
@@ -275,6 +290,7 @@ class Server:
         if uid is not None:
             _kill_uid(uid)
             _remove_ipc(uid)
+            _remove_shm(uid)
         _remove_folder(home)
         return _ending(status) if done else {"killed": True}
 
