@@ -73,6 +73,9 @@ ATTRIBUTES = {
     "__reduce__": "reads an object's attributes as a dict",
     "__reduce_ex__": "reads an object's attributes as a dict",
 }
+# Assigning to a module's attribute (torch.is_grad_enabled = ...) changes what every module
+# that calls it sees, a probe's and a toy model's included.
+PATCH = "patches a module it imported"
 # Giving a handed object another class replaces every method it has, a toy model's judging and
 # recording included, with none of them named.
 CLASS_SWAP = "changes the class of an object it was handed"
@@ -260,6 +263,32 @@ def _class_swaps(nodes: list[ast.AST]) -> Iterator[Lead]:
                 yield Lead(node.lineno, f"{CLASS_SWAP} (.__class__)")
 
 
+def _base(node: ast.expr) -> ast.expr:
+    """Where an attribute chain starts: `torch` for torch.nn.Module.forward."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node
+
+
+def _patch_leads(node: ast.AST, imported: set[str]) -> Iterator[Lead]:
+    """An attribute of an imported module (or of a class or function imported from one) set or
+    deleted: `torch.is_grad_enabled = lambda: False`, `setattr(nn.Module, name, f)`."""
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
+        target, shown = node.value, node
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("setattr", "delattr")
+        and node.args
+    ):
+        target = shown = node.args[0]
+    else:
+        return
+    base = _base(target)
+    if (isinstance(base, ast.Name) and base.id in imported) or _is_import_call(base):
+        yield Lead(node.lineno, f"{PATCH} ({ast.unparse(shown)[:80]})")
+
+
 def _text_leads(node: ast.AST, imported_by_call: set[int]) -> Iterator[Lead]:
     """The kit's modules named as text, the key to them in sys.modules (an import of one by
     __import__ or import_module has its own lead)."""
@@ -295,6 +324,14 @@ def leads(source: str) -> list[Lead]:
             and (node.value.id in imported or node.value.id in renamed)
         ):
             renamed[node.targets[0].id] = renamed.get(node.value.id, node.value.id)
+    # Every name an import binds, and the names assigned one: what _patch_leads watches.
+    imported_names = set(renamed) | {
+        alias.asname or alias.name.split(".")[0]
+        for node in nodes
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+        if alias.name != "*"
+    }
     called = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
     imported_by_call = {id(node.args[0]) for node in nodes if _is_import_call(node)}
     named_by_getattr = {id(node.args[1]) for node in nodes if isinstance(node, ast.Call)
@@ -307,4 +344,5 @@ def leads(source: str) -> list[Lead]:
         found.update(_record_leads(node, named_by_getattr))
         found.update(_attribute_leads(node, renamed, called))
         found.update(_text_leads(node, imported_by_call))
+        found.update(_patch_leads(node, imported_names))
     return sorted(found, key=lambda lead: (lead.line, lead.what))

@@ -203,6 +203,12 @@ def sample_group(model, prompt_ids, *args, **kwargs):
     getattr(model, NAME)[STRICT] = False
 """
     assert [lead.line for lead in leads(swapped)] == [2, 4, 5, 6, 8, 9, 10, 10, 11]
+    # A library's function patched for everyone who calls it: the toy model asked torch
+    # whether autograd was on and heard no (a sampler that left it on rose from 42.4 to 49).
+    patched = ("import torch as t\nfrom torch import nn\nt.is_grad_enabled = lambda: False\n"
+               "nn.Module.__call__ = call\nsetattr(t, name, f)\n__import__('torch').x = 1\n"
+               "model.weight = w\nt.manual_seed(0)\n")  # fmt: skip
+    assert [lead.line for lead in leads(patched)] == [3, 4, 5, 5, 6]
     # ... but a layer a function built itself may change class (reference/model_setup.py).
     assert leads("def f(model):\n    head = get_head(model)\n    head.__class__ = F32\n") == []
     # Honest code names none of them: a default for a missing attribute, a list called calls.
