@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 # Modules a solution has no use for: the kit's own, the test runner's, and ways out of Python.
@@ -129,17 +129,37 @@ def _own_init(call: ast.Call) -> bool:
     return isinstance(first, ast.Name) and first.id == "self"
 
 
-def _is_import_call(node: ast.AST) -> bool:
-    """__import__(...) or importlib.import_module(...)."""
+def _is_import_call(node: ast.AST, importers: Collection[str] = ("__import__",)) -> bool:
+    """__import__(...) or importlib.import_module(...), also under another name (`importers`:
+    from importlib import import_module as load)."""
     if not (isinstance(node, ast.Call) and node.args):
         return False
     function = node.func
-    return (isinstance(function, ast.Name) and function.id == "__import__") or (
+    return (isinstance(function, ast.Name) and function.id in importers) or (
         isinstance(function, ast.Attribute) and function.attr == "import_module"
     )
 
 
-def _import_leads(node: ast.AST) -> Iterator[Lead]:
+def _importers(nodes: list[ast.AST]) -> set[str]:
+    """The names that import a module when called: __import__, and import_module or
+    __import__ imported from importlib or assigned to another name."""
+    found = {"__import__"} | {
+        alias.asname or alias.name
+        for node in nodes
+        if isinstance(node, ast.ImportFrom) and node.module == "importlib"
+        for alias in node.names
+        if alias.name in ("import_module", "__import__")
+    }
+    for node in nodes:  # load = importlib.import_module
+        value = getattr(node, "value", None) if isinstance(node, ast.Assign) else None
+        if (isinstance(value, ast.Name) and value.id in found) or (
+            isinstance(value, ast.Attribute) and value.attr in ("import_module", "__import__")
+        ):
+            found.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return found
+
+
+def _import_leads(node: ast.AST, importers: set[str]) -> Iterator[Lead]:
     """Modules a solution has no use for, imported by name or by a name it builds."""
     modules = []
     if isinstance(node, ast.Import):
@@ -150,7 +170,7 @@ def _import_leads(node: ast.AST) -> Iterator[Lead]:
             pair = (node.module, alias.name)
             if pair in QUALIFIED:
                 yield Lead(node.lineno, f"{QUALIFIED[pair]} ({'.'.join(pair)})")
-    elif _is_import_call(node):
+    elif _is_import_call(node, importers):
         first = node.args[0]
         if isinstance(first, ast.Constant) and isinstance(first.value, str):
             modules = [first.value]
@@ -270,7 +290,7 @@ def _base(node: ast.expr) -> ast.expr:
     return node
 
 
-def _patch_leads(node: ast.AST, imported: set[str]) -> Iterator[Lead]:
+def _patch_leads(node: ast.AST, imported: set[str], importers: set[str]) -> Iterator[Lead]:
     """An attribute of an imported module (or of a class or function imported from one) set or
     deleted: `torch.is_grad_enabled = lambda: False`, `setattr(nn.Module, name, f)`."""
     if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
@@ -285,7 +305,7 @@ def _patch_leads(node: ast.AST, imported: set[str]) -> Iterator[Lead]:
     else:
         return
     base = _base(target)
-    if (isinstance(base, ast.Name) and base.id in imported) or _is_import_call(base):
+    if (isinstance(base, ast.Name) and base.id in imported) or _is_import_call(base, importers):
         yield Lead(node.lineno, f"{PATCH} ({ast.unparse(shown)[:80]})")
 
 
@@ -324,7 +344,9 @@ def leads(source: str) -> list[Lead]:
             and (node.value.id in imported or node.value.id in renamed)
         ):
             renamed[node.targets[0].id] = renamed.get(node.value.id, node.value.id)
-    # Every name an import binds, and the names assigned one: what _patch_leads watches.
+    importers = _importers(nodes)
+    # Every name an import binds, and the names assigned one or a module imported by a call
+    # (values = load("gra" + "der.values")): what _patch_leads watches.
     imported_names = set(renamed) | {
         alias.asname or alias.name.split(".")[0]
         for node in nodes
@@ -332,17 +354,20 @@ def leads(source: str) -> list[Lead]:
         for alias in node.names
         if alias.name != "*"
     }
+    imported_names |= {target.id for node in nodes if isinstance(node, ast.Assign)
+                       and _is_import_call(node.value, importers)
+                       for target in node.targets if isinstance(target, ast.Name)}  # fmt: skip
     called = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
-    imported_by_call = {id(node.args[0]) for node in nodes if _is_import_call(node)}
+    imported_by_call = {id(node.args[0]) for node in nodes if _is_import_call(node, importers)}
     named_by_getattr = {id(node.args[1]) for node in nodes if isinstance(node, ast.Call)
                         and isinstance(node.func, ast.Name) and node.func.id in BY_NAME
                         and len(node.args) >= 2}  # fmt: skip
     found = set(_class_swaps(nodes))
     for node in nodes:
-        found.update(_import_leads(node))
+        found.update(_import_leads(node, importers))
         found.update(_builtin_leads(node, called))
         found.update(_record_leads(node, named_by_getattr))
         found.update(_attribute_leads(node, renamed, called))
         found.update(_text_leads(node, imported_by_call))
-        found.update(_patch_leads(node, imported_names))
+        found.update(_patch_leads(node, imported_names, importers))
     return sorted(found, key=lambda lead: (lead.line, lead.what))

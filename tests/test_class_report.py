@@ -209,6 +209,12 @@ def sample_group(model, prompt_ids, *args, **kwargs):
                "nn.Module.__call__ = call\nsetattr(t, name, f)\n__import__('torch').x = 1\n"
                "model.weight = w\nt.manual_seed(0)\n")  # fmt: skip
     assert [lead.line for lead in leads(patched)] == [3, 4, 5, 5, 6]
+    # import_module under another name: the input check switched off with no lead (a solution
+    # that overwrote its input rose from 3.6 to 26 of 27 of group_advantages).
+    loader = ("from importlib import import_module as load\nw = load('gra' + 'der.execution')\n"
+              "w._changed_arguments = lambda *a: []\nimport importlib\n"
+              "imp = importlib.import_module\nimp('gc')\n")  # fmt: skip
+    assert [lead.line for lead in leads(loader)] == [2, 3, 6]
     # ... but a layer a function built itself may change class (reference/model_setup.py).
     assert leads("def f(model):\n    head = get_head(model)\n    head.__class__ = F32\n") == []
     # Honest code names none of them: a default for a missing attribute, a list called calls.
