@@ -314,8 +314,14 @@ def _local(problem: Problem, spec: str) -> LocalRunner:
     reason = check_source(problem.slug, data, problem.builds_on)
     if reason is not None:
         return LocalRunner(problem, None, filename, reason)
+    # Importing is the solution's time, as in the sandbox: within one call's limit.
+    seconds = Limits.of(problem).call_s
     try:
-        module = load_source(data.decode("utf-8"), f"solution_{problem.slug}", str(path))
+        with time_limit(seconds):
+            module = load_source(data.decode("utf-8"), f"solution_{problem.slug}", str(path))
+    except _Timeout:
+        reason = f"{filename} timed out while being imported (after {seconds:g} s)"
+        return LocalRunner(problem, None, filename, reason)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - a solution may raise anything
         return LocalRunner(problem, None, filename, import_failure(exc, filename), exc)
     return LocalRunner(problem, module, filename)

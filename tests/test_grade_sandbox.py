@@ -809,3 +809,26 @@ def scale(x):
     later = sandboxed(tmp_path / "b", body)
     assert later.scale("look") == []
     later.close()
+
+
+@pytest.mark.parametrize("place", ["local", "sandbox"])
+def test_an_import_over_the_time_limit_fails_with_the_same_words(tmp_path, place):
+    """A file busy for longer than a call's limit while being imported passed every test
+    locally and in check, and failed every one in grade."""
+    if place == "sandbox" and not SANDBOXED:
+        pytest.skip("needs a working bubblewrap")
+    body = """
+import time
+started = time.monotonic()
+while time.monotonic() - started < 3:  # a table built at import time
+    pass
+
+def scale(x):
+    return 2 * x
+"""
+    problem = make_problem(tmp_path, body, time_limit=1)
+    spec = str(tmp_path / "toy.py") if place == "local" else f"sandbox:{tmp_path / 'toy.py'}"
+    impl = load_implementation(problem, spec)
+    with pytest.raises(SubmissionError, match=r"toy.py timed out while being imported \(after 1"):
+        impl.scale(1)
+    impl.close()
