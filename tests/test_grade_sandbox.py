@@ -832,3 +832,26 @@ def scale(x):
     with pytest.raises(SubmissionError, match=r"toy.py timed out while being imported \(after 1"):
         impl.scale(1)
     impl.close()
+
+
+@pytest.mark.parametrize("place", ["local", "sandbox"])
+def test_temporary_files_work_where_the_solution_runs(tmp_path, place):
+    """tempfile in a torch problem's sandbox: its fork server imported torch, which fixed
+    tempfile's folder at /tmp, where no student may write (PermissionError in grade alone)."""
+    if place == "sandbox" and not SANDBOXED:
+        pytest.skip("needs a working bubblewrap")
+    body = """
+import tempfile
+from pathlib import Path
+
+def scale(x):
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "x.txt").write_text(str(x))
+        with tempfile.NamedTemporaryFile() as file:
+            return 2 * int((Path(folder) / "x.txt").read_text())
+"""
+    problem = make_problem(tmp_path, body, runtime="python")
+    spec = str(tmp_path / "toy.py") if place == "local" else f"sandbox:{tmp_path / 'toy.py'}"
+    impl = load_implementation(problem, spec)
+    assert impl.scale(3) == 6
+    impl.close()

@@ -116,6 +116,7 @@ def _become_student(request: dict, fds: list[int], control: socket.socket,
     os.dup2(output_fd, 2)
     os.chdir(home)
     os.environ.update(HOME=home, TMPDIR=home)
+    tempfile.tempdir = None  # importing torch here made tempfile settle on /tmp: ask TMPDIR again
     if own_uid:
         with contextlib.suppress(OSError):  # where the kernel refuses, IPC stays the server's
             _own_ipc_namespace()
