@@ -290,6 +290,17 @@ def _base(node: ast.expr) -> ast.expr:
     return node
 
 
+def _dotted(node: ast.expr) -> str:
+    """torch.is_grad_enabled, without ast.unparse, which recurses (a chain of thousands of
+    attributes would stop the whole class report)."""
+    names = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    start = node.id if isinstance(node, ast.Name) else "(...)"
+    return ".".join([start, *reversed(names)])
+
+
 def _patch_leads(node: ast.AST, imported: set[str], importers: set[str]) -> Iterator[Lead]:
     """An attribute of an imported module (or of a class or function imported from one) set or
     deleted: `torch.is_grad_enabled = lambda: False`, `setattr(nn.Module, name, f)`."""
@@ -306,7 +317,7 @@ def _patch_leads(node: ast.AST, imported: set[str], importers: set[str]) -> Iter
         return
     base = _base(target)
     if (isinstance(base, ast.Name) and base.id in imported) or _is_import_call(base, importers):
-        yield Lead(node.lineno, f"{PATCH} ({ast.unparse(shown)[:80]})")
+        yield Lead(node.lineno, f"{PATCH} ({_dotted(shown)[:80]})")
 
 
 def _text_leads(node: ast.AST, imported_by_call: set[int]) -> Iterator[Lead]:

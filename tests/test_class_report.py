@@ -209,6 +209,7 @@ def sample_group(model, prompt_ids, *args, **kwargs):
                "nn.Module.__call__ = call\nsetattr(t, name, f)\n__import__('torch').x = 1\n"
                "model.weight = w\nt.manual_seed(0)\n")  # fmt: skip
     assert [lead.line for lead in leads(patched)] == [3, 4, 5, 5, 6]
+    assert len(leads("import numpy\nnumpy" + ".b" * 2500 + " = 1\n")) == 1  # shown, not recursed
     # import_module under another name: the input check switched off with no lead (a solution
     # that overwrote its input rose from 3.6 to 26 of 27 of group_advantages).
     loader = ("from importlib import import_module as load\nw = load('gra' + 'der.execution')\n"
