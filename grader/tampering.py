@@ -46,7 +46,12 @@ QUALIFIED = {
     ("inspect", "getmembers"): "reads every attribute of an object",
     ("inspect", "getmembers_static"): "reads every attribute of an object",
     ("inspect", "getattr_static"): "reads attributes past the object's own rules",
+    # torch's operators replaced for every caller, a toy model's and a probe's included.
+    ("torch", "library"): "replaces torch's own operators",
 }
+# Methods that intercept torch's calls made anywhere while they are active: a mode that answers
+# `-logits` with the logits undid a strict toy model's judging.
+INTERCEPTS = ("__torch_function__", "__torch_dispatch__")
 ATTRIBUTES = {
     "f_back": "walks up the stack",
     "f_globals": "reads a frame's globals",
@@ -178,9 +183,18 @@ def _import_leads(node: ast.AST, importers: set[str]) -> Iterator[Lead]:
             # importlib.import_module("gra" + "der.values"): a module no import names
             yield Lead(node.lineno, "imports a module whose name it builds")
     for module in modules:
+        if module == "torch.library" or module.startswith("torch.library."):
+            yield Lead(node.lineno, f"{QUALIFIED['torch', 'library']} ({module})")
         top = module.split(".")[0]
         if top in MODULES:
             yield Lead(node.lineno, f"{MODULES[top]} ({module})")
+
+
+def _intercept_leads(node: ast.AST) -> Iterator[Lead]:
+    """A class that sees torch's calls (a TorchFunctionMode, a tensor subclass): while it is
+    active it can answer any operation, a toy model's and a probe's included."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in INTERCEPTS:
+        yield Lead(node.lineno, f"intercepts torch's calls, the probe's too ({node.name})")
 
 
 def _builtin_leads(node: ast.AST, called: set[int]) -> Iterator[Lead]:
@@ -376,6 +390,7 @@ def leads(source: str) -> list[Lead]:
     found = set(_class_swaps(nodes))
     for node in nodes:
         found.update(_import_leads(node, importers))
+        found.update(_intercept_leads(node))
         found.update(_builtin_leads(node, called))
         found.update(_record_leads(node, named_by_getattr))
         found.update(_attribute_leads(node, renamed, called))

@@ -216,6 +216,13 @@ def sample_group(model, prompt_ids, *args, **kwargs):
               "w._changed_arguments = lambda *a: []\nimport importlib\n"
               "imp = importlib.import_module\nimp('gc')\n")  # fmt: skip
     assert [lead.line for lead in leads(loader)] == [2, 3, 6]
+    # torch's own calls intercepted while the sampler runs: a mode answering -logits with the
+    # logits undid a strict model's judging (42.4 -> 47.7 of 49), or an operator replaced.
+    modes = ("from torch.overrides import TorchFunctionMode\nclass M(TorchFunctionMode):\n"
+             "    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
+             "        return args[0]\nimport torch.library\nlib = torch.library.Library\n"
+             "from torch import library\n")  # fmt: skip
+    assert [lead.line for lead in leads(modes)] == [3, 5, 6, 7]
     # ... but a layer a function built itself may change class (reference/model_setup.py).
     assert leads("def f(model):\n    head = get_head(model)\n    head.__class__ = F32\n") == []
     # Honest code names none of them: a default for a missing attribute, a list called calls.
