@@ -269,32 +269,34 @@ def _attribute_leads(node: ast.AST, renamed: dict[str, str], called: set[int]) -
 
 
 def _class_swaps(nodes: list[ast.AST]) -> Iterator[Lead]:
-    """`model.__class__ = Lenient` on an object a function was handed (a parameter, an
-    attribute of one, or a name it was assigned to): its own methods are replaced. An object
-    the function built itself may change class (a layer computed in float32)."""
-    for function in nodes:
-        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            continue
-        arguments = function.args
-        named = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
-                 arguments.vararg, arguments.kwarg]  # fmt: skip
-        handed = {a.arg for a in named if a is not None}
-        inside = list(ast.walk(function))
-        for node in inside:  # m = model: m is the handed object too
-            if (
-                isinstance(node, ast.Assign)
-                and isinstance(node.value, ast.Name)
-                and node.value.id in handed
-            ):
-                handed.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        for node in inside:
-            if (
-                isinstance(node, ast.Attribute)
-                and node.attr == "__class__"
-                and isinstance(node.ctx, ast.Store | ast.Del)
-                and _root(node.value) in handed
-            ):
-                yield Lead(node.lineno, f"{CLASS_SWAP} (.__class__)")
+    """`model.__class__ = Lenient` on an object a function was handed (a parameter of it or of
+    a function around it, an attribute of one, or a name it was assigned to): its own methods
+    are replaced. An object the function built itself may change class (a layer computed in
+    float32)."""
+    swaps = [node for node in nodes if isinstance(node, ast.Attribute)
+             and node.attr == "__class__" and isinstance(node.ctx, ast.Store | ast.Del)]  # fmt: skip
+    if not swaps:
+        return  # most files
+    parents = {id(child): node for node in nodes for child in ast.iter_child_nodes(node)}
+    # m = model: m is the handed object too
+    aliases = {node.targets[0].id: node.value.id for node in nodes
+               if isinstance(node, ast.Assign) and len(node.targets) == 1
+               and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Name)}  # fmt: skip
+    for swap in swaps:
+        handed, node = set(), swap
+        while id(node) in parents:  # the parameters of every function around it
+            node = parents[id(node)]
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                arguments = node.args
+                named = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                         arguments.vararg, arguments.kwarg]  # fmt: skip
+                handed |= {a.arg for a in named if a is not None}
+        name, seen = _root(swap.value), set()
+        while name is not None and name not in handed and name not in seen:
+            seen.add(name)
+            name = aliases.get(name)
+        if name in handed:
+            yield Lead(swap.lineno, f"{CLASS_SWAP} (.__class__)")
 
 
 def _base(node: ast.expr) -> ast.expr:
