@@ -85,22 +85,15 @@ def cases() -> list[dict]:
                 "kwargs": {"mask_truncated": truncated},
                 "about": f"{dtype} ids give an int64 mask",
             })  # fmt: skip
-    for name, eos_ids in EOS_FORMS.items():
-        found.append({
-            "name": f"eos_{name}",
-            "function": "completion_mask",
-            "args": [np.array(IDS), eos_ids],
-            "kwargs": {"mask_truncated": True},
-            "about": f"eos_ids given as {type(eos_ids).__name__}",
-        })  # fmt: skip
-    for name, eos_ids in EOS_ZERO_FORMS.items():
-        found.append({
-            "name": f"eos_{name}",
-            "function": "completion_mask",
-            "args": [np.array(IDS_WITH_ZERO), eos_ids],
-            "kwargs": {"mask_truncated": True},
-            "about": f"eos_ids {eos_ids!r}: 0 is an id",
-        })  # fmt: skip
+    for ids, forms in ((IDS, EOS_FORMS), (IDS_WITH_ZERO, EOS_ZERO_FORMS)):
+        for name, eos_ids in forms.items():
+            found.append({
+                "name": f"eos_{name}",
+                "function": "completion_mask",
+                "args": [np.array(ids), eos_ids],
+                "kwargs": {"mask_truncated": True},
+                "about": f"eos_ids given as {type(eos_ids).__name__}",
+            })  # fmt: skip
     for name, eos_ids in REFUSED_EOS.items():
         found.append({
             "name": f"refused_eos_{name}",
