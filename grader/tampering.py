@@ -29,6 +29,15 @@ MODULES = {
     "multiprocessing": "starts processes",
     "signal": "handles signals",
     "socket": "opens sockets",
+    # Modules that find another module, or run code, from text or bytes the scan cannot read:
+    # pkgutil.resolve_name("gra" + "der.execution"), a pickle whose data calls import_module.
+    "pkgutil": "imports modules named by text",
+    "pydoc": "imports modules named by text",
+    "unittest": "patches objects named by text",
+    "pickle": "runs calls named in its data",
+    "_pickle": "runs calls named in its data",
+    "copyreg": "runs calls named in its data",
+    "marshal": "loads code built at run time",
 }
 # module.attribute pairs, for names that are ordinary elsewhere (torch.stack is no frame).
 QUALIFIED = {
@@ -135,13 +144,13 @@ def _own_init(call: ast.Call) -> bool:
 
 
 def _is_import_call(node: ast.AST, importers: Collection[str] = ("__import__",)) -> bool:
-    """__import__(...) or importlib.import_module(...), also under another name (`importers`:
-    from importlib import import_module as load)."""
+    """__import__(...), importlib.import_module(...) or importlib.__import__(...), also under
+    another name (`importers`: from importlib import import_module as load)."""
     if not (isinstance(node, ast.Call) and node.args):
         return False
     function = node.func
     return (isinstance(function, ast.Name) and function.id in importers) or (
-        isinstance(function, ast.Attribute) and function.attr == "import_module"
+        isinstance(function, ast.Attribute) and function.attr in ("import_module", "__import__")
     )
 
 
@@ -273,10 +282,19 @@ def _class_swaps(nodes: list[ast.AST]) -> Iterator[Lead]:
     a function around it, an attribute of one, or a name it was assigned to): its own methods
     are replaced. An object the function built itself may change class (a layer computed in
     float32)."""
+    yield from _class_attribute_leads(nodes)
     swaps = [node for node in nodes if isinstance(node, ast.Attribute)
              and node.attr == "__class__" and isinstance(node.ctx, ast.Store | ast.Del)]  # fmt: skip
     if not swaps:
         return  # most files
+    # Names bound only by `name = value`: what a function built or looked up (head =
+    # get_head()). A loop's, an unpacking's or a walrus's name (for m in [model]), or no name
+    # at all ([model][0].__class__), may hold a handed object no alias leads back to.
+    plain = {id(node.targets[0]) for node in nodes
+             if isinstance(node, ast.Assign) and len(node.targets) == 1}  # fmt: skip
+    assigned = {node.id for node in nodes if id(node) in plain and isinstance(node, ast.Name)}
+    otherwise = {node.id for node in nodes if isinstance(node, ast.Name)
+                 and isinstance(node.ctx, ast.Store) and id(node) not in plain}  # fmt: skip
     parents = {id(child): node for node in nodes for child in ast.iter_child_nodes(node)}
     # m = model: m is the handed object too
     aliases = {node.targets[0].id: node.value.id for node in nodes
@@ -291,12 +309,48 @@ def _class_swaps(nodes: list[ast.AST]) -> Iterator[Lead]:
                 named = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
                          arguments.vararg, arguments.kwarg]  # fmt: skip
                 handed |= {a.arg for a in named if a is not None}
-        name, seen = _root(swap.value), set()
-        while name is not None and name not in handed and name not in seen:
-            seen.add(name)
+        name, seen = _root(swap.value), []
+        while name is not None and name not in seen:
+            seen.append(name)
             name = aliases.get(name)
-        if name in handed:
+        if (
+            not seen
+            or any(name in handed or name in otherwise for name in seen)
+            or seen[-1] not in assigned
+        ):
             yield Lead(swap.lineno, f"{CLASS_SWAP} (.__class__)")
+
+
+def _is_class_of(node: ast.expr, classes: Collection[str]) -> bool:
+    """type(x), x.__class__, or a name assigned one of them: an object's class."""
+    return (
+        (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+         and node.func.id == "type" and len(node.args) == 1)
+        or (isinstance(node, ast.Attribute) and node.attr == "__class__")
+        or (isinstance(node, ast.Name) and node.id in classes)
+    )  # fmt: skip
+
+
+def _class_attribute_leads(nodes: list[ast.AST]) -> Iterator[Lead]:
+    """An attribute set on an object's class (type(model).forward = f, cls = type(model);
+    setattr(cls, "record", f)): every method of a handed object replaced, none of it named."""
+    classes = {target.id for node in nodes if isinstance(node, ast.Assign)
+               and _is_class_of(node.value, ())
+               for target in node.targets if isinstance(target, ast.Name)}  # fmt: skip
+    for node in nodes:
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
+            target = node.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("setattr", "delattr")
+            and node.args
+        ):
+            target = node.args[0]
+        else:
+            continue
+        if _is_class_of(target, classes):
+            yield Lead(node.lineno, f"{CLASS_SWAP}: sets an attribute of its class")
 
 
 def _base(node: ast.expr) -> ast.expr:

@@ -227,3 +227,36 @@ def sample_group(model, prompt_ids, *args, **kwargs):
     assert leads("def f(model):\n    head = get_head(model)\n    head.__class__ = F32\n") == []
     # Honest code names none of them: a default for a missing attribute, a list called calls.
     assert leads("x = getattr(out, 'logits', out)\ncalls = []\ncalls.append(1)\n") == []
+
+
+def test_modules_found_by_text_and_classes_reached_otherwise_are_leads():
+    # The input check switched off through a module no import names: pkgutil.resolve_name,
+    # importlib.__import__, a pickle whose data calls import_module, unittest.mock.patch with a
+    # built target (each rose from 3.6 to 26 of 27 of group_advantages with no lead).
+    found = ("import pkgutil\nw = pkgutil.resolve_name('gra' + 'der.execution')\nimport importlib\n"
+             "w = importlib.__import__('gra' + 'der.execution', fromlist=['x'])\n"
+             "w._changed_arguments = f\nimport pickle\nfrom unittest import mock\n"
+             "from pydoc import locate\nimport marshal, copyreg\n")  # fmt: skip
+    assert [lead.line for lead in leads(found)] == [1, 4, 5, 6, 7, 8, 9, 9]
+    # The model's class swapped through a name no alias leads back to a parameter (a sampler
+    # with two bugs rose from 43.4 to 50 of 50 each way), or its class's methods replaced
+    # through type(model) (43.4 -> 44.7: forward run under no_grad for a sampler without it).
+    swapped = """def sample_group(model, prompt_ids):
+    for m in [model]:
+        m.__class__ = Lenient
+    (n := model).__class__ = Lenient
+    [model][0].__class__ = Lenient
+    a, = model,
+    a.__class__ = Lenient
+    type(model).forward = forward
+    cls = model.__class__
+    cls.record = record
+    setattr(type(model), "forward", forward)
+"""
+    assert [lead.line for lead in leads(swapped)] == [3, 4, 5, 7, 8, 10, 11]
+    # ... while a layer the function looked up may still change class, and an object's own
+    # attributes are set as usual.
+    own = ("def f(model):\n    head = get_head(model) if model else None\n"
+           "    head.__class__ = F32\n    model.weight = w\n    kind = type(model)\n"
+           "    out = kind(1)\n    out.x = 1\n")  # fmt: skip
+    assert leads(own) == []
