@@ -93,6 +93,7 @@ PATCH = "patches a module it imported"
 # Giving a handed object another class replaces every method it has, a toy model's judging and
 # recording included, with none of them named.
 CLASS_SWAP = "changes the class of an object it was handed"
+MAX_ALIASES = 64  # `m = model` names followed back from a swapped object, at most
 # Builtins that reach an attribute by a name given as text: called directly, the name shows
 # (getattr(model, "calls")); bound to another name or handed to another function
 # (`put = setattr`, functools.partial(setattr, ...)), it no longer does.
@@ -295,6 +296,7 @@ def _class_swaps(nodes: list[ast.AST]) -> Iterator[Lead]:
     assigned = {node.id for node in nodes if id(node) in plain and isinstance(node, ast.Name)}
     otherwise = {node.id for node in nodes if isinstance(node, ast.Name)
                  and isinstance(node.ctx, ast.Store) and id(node) not in plain}  # fmt: skip
+    chains: dict[str | None, tuple[frozenset[str], str | None]] = {}
     parents = {id(child): node for node in nodes for child in ast.iter_child_nodes(node)}
     # m = model: m is the handed object too
     aliases = {node.targets[0].id: node.value.id for node in nodes
@@ -309,15 +311,17 @@ def _class_swaps(nodes: list[ast.AST]) -> Iterator[Lead]:
                 named = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
                          arguments.vararg, arguments.kwarg]  # fmt: skip
                 handed |= {a.arg for a in named if a is not None}
-        name, seen = _root(swap.value), []
-        while name is not None and name not in seen:
-            seen.append(name)
-            name = aliases.get(name)
-        if (
-            not seen
-            or any(name in handed or name in otherwise for name in seen)
-            or seen[-1] not in assigned
-        ):
+        root = _root(swap.value)
+        if root not in chains:  # once per name: thousands of swaps may end a long chain
+            name, seen = root, {}
+            while name is not None and name not in seen and len(seen) <= MAX_ALIASES:
+                seen[name] = None  # in order: the last is where the aliases end
+                name = aliases.get(name)
+            # A chain longer than any code needs ends nowhere known: a lead.
+            last = [*seen][-1] if seen and len(seen) <= MAX_ALIASES else None
+            chains[root] = (frozenset(seen), last)
+        names, last = chains[root]
+        if root is None or handed & names or otherwise & names or last not in assigned:
             yield Lead(swap.lineno, f"{CLASS_SWAP} (.__class__)")
 
 
@@ -333,11 +337,33 @@ def _is_class_of(node: ast.expr, classes: Collection[str]) -> bool:
 
 def _class_attribute_leads(nodes: list[ast.AST]) -> Iterator[Lead]:
     """An attribute set on an object's class (type(model).forward = f, cls = type(model);
-    setattr(cls, "record", f)): every method of a handed object replaced, none of it named."""
+    setattr(cls, "record", f)): every method of a handed object replaced, none of it named.
+    Or a class built on a class it was handed (class Lenient(type(model)), a base that is a
+    function's parameter, type(name, bases, namespace)): what a swapped-in class is made of."""
     classes = {target.id for node in nodes if isinstance(node, ast.Assign)
                and _is_class_of(node.value, ())
                for target in node.targets if isinstance(target, ast.Name)}  # fmt: skip
+    parameters = {argument.arg for node in nodes if isinstance(node, ast.arguments)
+                  for argument in [*node.posonlyargs, *node.args, *node.kwonlyargs]}  # fmt: skip
     for node in nodes:
+        if isinstance(node, ast.ClassDef) and any(
+            _is_class_of(part, classes)
+            or (
+                isinstance(part, ast.Attribute)
+                and part.attr in ("__mro__", "__bases__", "__base__")
+            )
+            or (isinstance(part, ast.Name) and part.id in parameters)
+            for base in node.bases
+            for part in ast.walk(base)
+        ):
+            yield Lead(node.lineno, f"builds a subclass of a class it was handed ({node.name})")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "type"
+            and len(node.args) == 3
+        ):
+            yield Lead(node.lineno, "builds a class at run time (type(name, bases, namespace))")
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
             target = node.value
         elif (

@@ -254,6 +254,15 @@ def test_modules_found_by_text_and_classes_reached_otherwise_are_leads():
     setattr(type(model), "forward", forward)
 """
     assert [lead.line for lead in leads(swapped)] == [3, 4, 5, 7, 8, 10, 11]
+    # The class swapped in is built on the handed one, however the swap itself is hidden
+    # (m = getattr(model, "_", model) reads as a layer looked up), or at run time.
+    built = ("def lenient(cls):\n    class Lenient(cls):\n        pass\n"
+             "class L(type(model).__mro__[0]):\n    pass\nL = type('L', (base,), {})\n")  # fmt: skip
+    assert [lead.line for lead in leads(built)] == [2, 4, 6]
+    # A chain of aliases longer than code needs ends nowhere known (and is followed once).
+    chain = "def f(model):\n    a0 = model\n" + "".join(
+        f"    a{i} = a{i - 1}\n" for i in range(1, 200)) + "    a199.__class__ = X\n" * 3000  # fmt: skip
+    assert len(leads(chain)) == 3000
     # ... while a layer the function looked up may still change class, and an object's own
     # attributes are set as usual.
     own = ("def f(model):\n    head = get_head(model) if model else None\n"
