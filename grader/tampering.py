@@ -55,6 +55,8 @@ QUALIFIED = {
     ("inspect", "getmembers"): "reads every attribute of an object",
     ("inspect", "getmembers_static"): "reads every attribute of an object",
     ("inspect", "getattr_static"): "reads attributes past the object's own rules",
+    # The module an object's class was defined in: a toy model's own globals (its `torch`).
+    ("inspect", "getmodule"): "finds the module of an object",
     # torch's operators replaced for every caller, a toy model's and a probe's included.
     ("torch", "library"): "replaces torch's own operators",
 }
@@ -94,6 +96,11 @@ PATCH = "patches a module it imported"
 # recording included, with none of them named.
 CLASS_SWAP = "changes the class of an object it was handed"
 MAX_ALIASES = 64  # `m = model` names followed back from a swapped object, at most
+# What a toy model and a probe ask torch about autograd, replaced wherever torch was reached
+# from (t = [torch][0]; t.is_grad_enabled = ...: no import names it), and special methods set
+# on a class from outside it (Tensor.__neg__ undoes a strict model's -logits).
+ASKED = ("is_grad_enabled", "is_inference_mode_enabled")
+DESCRIPTIVE = ("__class__", "__name__", "__qualname__", "__doc__")  # __class__: its own rule
 # Builtins that reach an attribute by a name given as text: called directly, the name shows
 # (getattr(model, "calls")); bound to another name or handed to another function
 # (`put = setattr`, functools.partial(setattr, ...)), it no longer does.
@@ -276,6 +283,28 @@ def _attribute_leads(node: ast.AST, renamed: dict[str, str], called: set[int]) -
     elif node.attr == "modules" and id(node) not in called:
         # __import__("sys").modules has no name to resolve; model.modules() is torch's own.
         yield Lead(node.lineno, f"{QUALIFIED['sys', 'modules']} (.modules)")
+
+
+def _replaced_leads(node: ast.AST) -> Iterator[Lead]:
+    """torch's answers about autograd, or an object's special methods, set or deleted (as an
+    attribute or by setattr with its name), however the object was reached."""
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
+        name = node.attr
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("setattr", "delattr")
+        and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+    ):
+        name = node.args[1].value
+    else:
+        return
+    if name in ASKED:
+        yield Lead(node.lineno, f"replaces what a toy model asks torch (.{name})")
+    elif name.startswith("__") and name.endswith("__") and name not in DESCRIPTIVE:
+        yield Lead(node.lineno, f"sets a special method from outside its class (.{name})")
 
 
 def _class_swaps(nodes: list[ast.AST]) -> Iterator[Lead]:
@@ -478,4 +507,5 @@ def leads(source: str) -> list[Lead]:
         found.update(_attribute_leads(node, renamed, called))
         found.update(_text_leads(node, imported_by_call))
         found.update(_patch_leads(node, imported_names, importers))
+        found.update(_replaced_leads(node))
     return sorted(found, key=lambda lead: (lead.line, lead.what))

@@ -208,7 +208,7 @@ def sample_group(model, prompt_ids, *args, **kwargs):
     patched = ("import torch as t\nfrom torch import nn\nt.is_grad_enabled = lambda: False\n"
                "nn.Module.__call__ = call\nsetattr(t, name, f)\n__import__('torch').x = 1\n"
                "model.weight = w\nt.manual_seed(0)\n")  # fmt: skip
-    assert [lead.line for lead in leads(patched)] == [3, 4, 5, 5, 6]
+    assert [lead.line for lead in leads(patched)] == [3, 3, 4, 4, 5, 5, 6]
     assert len(leads("import numpy\nnumpy" + ".b" * 2500 + " = 1\n")) == 1  # shown, not recursed
     # import_module under another name: the input check switched off with no lead (a solution
     # that overwrote its input rose from 3.6 to 26 of 27 of group_advantages).
@@ -263,6 +263,13 @@ def test_modules_found_by_text_and_classes_reached_otherwise_are_leads():
     chain = "def f(model):\n    a0 = model\n" + "".join(
         f"    a{i} = a{i - 1}\n" for i in range(1, 200)) + "    a199.__class__ = X\n" * 3000  # fmt: skip
     assert len(leads(chain)) == 3000
+    # torch reached with no import naming it, its answer about autograd replaced (a sampler
+    # that left autograd on rose from 43.4 to 50 of 50), a special method set on a class from
+    # outside it (Tensor.__neg__ undoes -logits), the toy model's own module found.
+    asked = ("t = [torch][0]\nt.is_grad_enabled = f\nsetattr(t, 'is_inference_mode_enabled', f)\n"
+             "T = [torch][0].Tensor\nT.__neg__ = f\nfrom inspect import getmodule\n"
+             "getmodule(type(model)).torch = t\nf.__name__ = 'g'\ntorch.is_grad_enabled()\n")  # fmt: skip
+    assert [lead.line for lead in leads(asked)] == [2, 3, 5, 6]
     # ... while a layer the function looked up may still change class, and an object's own
     # attributes are set as usual.
     own = ("def f(model):\n    head = get_head(model) if model else None\n"
