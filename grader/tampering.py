@@ -114,6 +114,8 @@ BY_NAME_QUALIFIED = {attribute: what for (_, attribute), what in QUALIFIED.items
 KIT_MODULE_TEXT = re.compile(r"(grader|_?pytest)(\.\w+)*|pluggy|problems(\.\w+)+")
 # What a probe records, also when only named by text (operator.attrgetter("calls")).
 RECORDS = ("calls", "strict", "judged", "grad_steps")
+# A toy model's methods that judge and record its calls (problems/support/toy_models.py).
+TOY_METHODS = ("record", "logits", *RECORDS)
 # Methods whose call reaches past what a solution is handed: a toy model's raw scores skip the
 # judging of its calls.
 CALLED = {"logits": "calls a toy model's scoring directly (a probe's)"}
@@ -283,6 +285,19 @@ def _attribute_leads(node: ast.AST, renamed: dict[str, str], called: set[int]) -
     elif node.attr == "modules" and id(node) not in called:
         # __import__("sys").modules has no name to resolve; model.modules() is torch's own.
         yield Lead(node.lineno, f"{QUALIFIED['sys', 'modules']} (.modules)")
+
+
+def _method_leads(node: ast.AST) -> Iterator[Lead]:
+    """A class with a toy model's own methods (judged, record, logits) or records: swapped in
+    for a handed model, however the swap is reached (m = getattr(model, "_", model)), it
+    judges and records calls its own way."""
+    if isinstance(node, ast.ClassDef):
+        for statement in node.body:
+            if (
+                isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef)
+                and statement.name in TOY_METHODS
+            ):
+                yield Lead(statement.lineno, f"defines a toy model's own method ({statement.name})")
 
 
 def _replaced_leads(node: ast.AST) -> Iterator[Lead]:
@@ -508,4 +523,5 @@ def leads(source: str) -> list[Lead]:
         found.update(_text_leads(node, imported_by_call))
         found.update(_patch_leads(node, imported_names, importers))
         found.update(_replaced_leads(node))
+        found.update(_method_leads(node))
     return sorted(found, key=lambda lead: (lead.line, lead.what))
