@@ -100,6 +100,9 @@ MAX_ALIASES = 64  # `m = model` names followed back from a swapped object, at mo
 # from (t = [torch][0]; t.is_grad_enabled = ...: no import names it), and special methods set
 # on a class from outside it (Tensor.__neg__ undoes a strict model's -logits).
 ASKED = ("is_grad_enabled", "is_inference_mode_enabled")
+# A model's methods set on the object itself (model.forward = f): the toy model's calls
+# are judged and recorded however f chooses to call them. (.logits is an output's field.)
+REPLACED = ("forward", "record")
 DESCRIPTIVE = ("__class__", "__name__", "__qualname__", "__doc__")  # __class__: its own rule
 # Builtins that reach an attribute by a name given as text: called directly, the name shows
 # (getattr(model, "calls")); bound to another name or handed to another function
@@ -318,6 +321,8 @@ def _replaced_leads(node: ast.AST) -> Iterator[Lead]:
         return
     if name in ASKED:
         yield Lead(node.lineno, f"replaces what a toy model asks torch (.{name})")
+    elif name in REPLACED:
+        yield Lead(node.lineno, f"replaces a model's own method on the object (.{name})")
     elif name.startswith("__") and name.endswith("__") and name not in DESCRIPTIVE:
         yield Lead(node.lineno, f"sets a special method from outside its class (.{name})")
 

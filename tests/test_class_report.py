@@ -253,7 +253,7 @@ def test_modules_found_by_text_and_classes_reached_otherwise_are_leads():
     cls.record = record
     setattr(type(model), "forward", forward)
 """
-    assert [lead.line for lead in leads(swapped)] == [3, 4, 5, 7, 8, 10, 11]
+    assert [lead.line for lead in leads(swapped)] == [3, 4, 5, 7, 8, 8, 10, 10, 11, 11]
     # The class swapped in is built on the handed one, however the swap itself is hidden
     # (m = getattr(model, "_", model) reads as a layer looked up), or at run time.
     built = ("def lenient(cls):\n    class Lenient(cls):\n        pass\n"
@@ -277,6 +277,10 @@ def test_modules_found_by_text_and_classes_reached_otherwise_are_leads():
              "    def forward(self, x):\n        return x\n"
              "def record(x):\n    return x\n")  # fmt: skip
     assert [lead.line for lead in leads(quiet)] == [2, 4]
+    # Or the model's own forward replaced on the object, run under no_grad for a sampler that
+    # left autograd on (43.4 -> 44.7 of 50); an output's .logits field is set as usual.
+    own = "model.forward = quiet\ndel model.forward\nsetattr(model, 'record', f)\nout.logits = z\n"
+    assert [lead.line for lead in leads(own)] == [1, 2, 3]
     # ... while a layer the function looked up may still change class, and an object's own
     # attributes are set as usual.
     own = ("def f(model):\n    head = get_head(model) if model else None\n"
