@@ -88,6 +88,12 @@ ATTRIBUTES = {
     "__setstate__": "sets an object's attributes from a dict",
     "__reduce__": "reads an object's attributes as a dict",
     "__reduce_ex__": "reads an object's attributes as a dict",
+    # A hook runs inside a model's call: it can rewrite what a toy model answered (its judging
+    # undone) or switch autograd off around it.
+    "register_forward_hook": "rewrites what a model's forward returns (a hook)",
+    "register_forward_pre_hook": "runs its code inside a model's call (a hook)",
+    "register_module_forward_hook": "rewrites what every model's forward returns (a hook)",
+    "register_module_forward_pre_hook": "runs its code inside every model's call (a hook)",
 }
 # Assigning to a module's attribute (torch.is_grad_enabled = ...) changes what every module
 # that calls it sees, a probe's and a toy model's included.
@@ -197,6 +203,8 @@ def _import_leads(node: ast.AST, importers: set[str]) -> Iterator[Lead]:
             pair = (node.module, alias.name)
             if pair in QUALIFIED:
                 yield Lead(node.lineno, f"{QUALIFIED[pair]} ({'.'.join(pair)})")
+            elif alias.name in ATTRIBUTES:  # from torch.nn.modules.module import register_...
+                yield Lead(node.lineno, f"{ATTRIBUTES[alias.name]} ({'.'.join(pair)})")
     elif _is_import_call(node, importers):
         first = node.args[0]
         if isinstance(first, ast.Constant) and isinstance(first.value, str):

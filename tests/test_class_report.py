@@ -281,6 +281,10 @@ def test_modules_found_by_text_and_classes_reached_otherwise_are_leads():
     # left autograd on (43.4 -> 44.7 of 50); an output's .logits field is set as usual.
     own = "model.forward = quiet\ndel model.forward\nsetattr(model, 'record', f)\nout.logits = z\n"
     assert [lead.line for lead in leads(own)] == [1, 2, 3]
+    # A hook that answers for the toy model: its judging undone (43.4 -> 44.7 of 50, no lead).
+    hooks = ("h = model.register_forward_hook(plain, with_kwargs=True)\n"
+             "from torch.nn.modules.module import register_module_forward_pre_hook as pre\n")  # fmt: skip
+    assert [lead.line for lead in leads(hooks)] == [1, 2]
     # ... while a layer the function looked up may still change class, and an object's own
     # attributes are set as usual.
     own = ("def f(model):\n    head = get_head(model) if model else None\n"
