@@ -227,7 +227,7 @@ def _intercept_leads(node: ast.AST) -> Iterator[Lead]:
         yield Lead(node.lineno, f"intercepts torch's calls, the probe's too ({node.name})")
 
 
-def _builtin_leads(node: ast.AST, called: set[int]) -> Iterator[Lead]:
+def _builtin_leads(node: ast.AST, called: set[int], built: Collection[str] = ()) -> Iterator[Lead]:
     """Builtins that run hidden code or reach an attribute by a name given as text."""
     if (
         isinstance(node, ast.Name)
@@ -254,8 +254,11 @@ def _builtin_leads(node: ast.AST, called: set[int]) -> Iterator[Lead]:
             yield Lead(node.lineno, f"{BY_NAME_QUALIFIED[name]} ({function} {name!r})")
     elif function in ("setattr", "delattr"):  # a name it computes
         yield Lead(node.lineno, f"changes an attribute named at run time ({function})")
-    elif isinstance(args[1], ast.BinOp | ast.JoinedStr | ast.Call):
-        # a name built from pieces: "ca" + "lls", f"{a}{b}", "".join(...)
+    elif isinstance(args[1], ast.BinOp | ast.JoinedStr | ast.Call | ast.Subscript) or (
+        isinstance(args[1], ast.Name) and args[1].id in built
+    ):
+        # a name built from pieces: "ca" + "lls", f"{a}{b}", "".join(...), "sllac"[::-1], also
+        # kept in a name first (ST = "st" + "rict"; getattr(model, ST))
         yield Lead(node.lineno, f"reads an attribute whose name it builds ({function})")
 
 
@@ -526,11 +529,17 @@ def leads(source: str) -> list[Lead]:
     named_by_getattr = {id(node.args[1]) for node in nodes if isinstance(node, ast.Call)
                         and isinstance(node.func, ast.Name) and node.func.id in BY_NAME
                         and len(node.args) >= 2}  # fmt: skip
+    # Names given a value computed at run time ("st" + "rict", "".join(...), a slice): an
+    # attribute named by one of them is named by text no scan reads.
+    built = {target.id for node in nodes if isinstance(node, ast.Assign | ast.AnnAssign)
+             and isinstance(node.value, ast.BinOp | ast.JoinedStr | ast.Call | ast.Subscript)
+             for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+             if isinstance(target, ast.Name)}  # fmt: skip
     found = set(_class_swaps(nodes))
     for node in nodes:
         found.update(_import_leads(node, importers))
         found.update(_intercept_leads(node))
-        found.update(_builtin_leads(node, called))
+        found.update(_builtin_leads(node, called, built))
         found.update(_record_leads(node, named_by_getattr))
         found.update(_attribute_leads(node, renamed, called))
         found.update(_text_leads(node, imported_by_call))

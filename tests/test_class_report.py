@@ -285,6 +285,12 @@ def test_modules_found_by_text_and_classes_reached_otherwise_are_leads():
     hooks = ("h = model.register_forward_hook(plain, with_kwargs=True)\n"
              "from torch.nn.modules.module import register_module_forward_pre_hook as pre\n")  # fmt: skip
     assert [lead.line for lead in leads(hooks)] == [1, 2]
+    # A name built from pieces and kept first: strict switched off and the records rewritten
+    # (a sampler that left autograd on rose from 43.4 to 50 of 50 with no lead).
+    kept = ("SA = '__set' + 'attr__'\nST: str = 'st' + 'rict'\nCL = 'sllac'[::-1]\n"
+            "getattr(model, SA)(ST, False)\nhasattr(model, CL)\ngetattr(model, 'sllac'[::-1])\n"
+            "for name in fields:\n    getattr(config, name)\n")  # fmt: skip
+    assert [lead.line for lead in leads(kept)] == [4, 5, 6]
     # ... while a layer the function looked up may still change class, and an object's own
     # attributes are set as usual.
     own = ("def f(model):\n    head = get_head(model) if model else None\n"
