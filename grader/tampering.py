@@ -90,6 +90,8 @@ ATTRIBUTES = {
     "__reduce_ex__": "reads an object's attributes as a dict",
     # A hook runs inside a model's call: it can rewrite what a toy model answered (its judging
     # undone) or switch autograd off around it.
+    # A dotted field given as text ("0.__dict__") resolved to the object itself.
+    "get_field": "reads attributes named by text (string.Formatter)",
     "register_forward_hook": "rewrites what a model's forward returns (a hook)",
     "register_forward_pre_hook": "runs its code inside a model's call (a hook)",
     "register_module_forward_hook": "rewrites what every model's forward returns (a hook)",
@@ -123,6 +125,7 @@ BY_NAME_QUALIFIED = {attribute: what for (_, attribute), what in QUALIFIED.items
 KIT_MODULE_TEXT = re.compile(r"(grader|_?pytest)(\.\w+)*|pluggy|problems(\.\w+)+")
 # What a probe records, also when only named by text (operator.attrgetter("calls")).
 RECORDS = ("calls", "strict", "judged", "grad_steps")
+DOTTED = re.compile(r"\.(" + "|".join(map(re.escape, ATTRIBUTES)) + r")(?!\w)")
 # A toy model's methods that judge and record its calls (problems/support/toy_models.py).
 TOY_METHODS = ("record", "logits", *RECORDS)
 # Methods whose call reaches past what a solution is handed: a toy model's raw scores skip the
@@ -276,6 +279,12 @@ def _record_leads(node: ast.AST, named_by_getattr: set[int]) -> Iterator[Lead]:
         # = False on a dict of the object's attributes) or kept for later (KEY = "__dict__";
         # getattr(model, KEY)).
         yield Lead(node.lineno, f"{ATTRIBUTES[node.value]} (names {node.value!r})")
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value:
+        # A dotted path as text ("0.__dict__", "model.calls"), which a resolver of such paths
+        # follows to the object itself.
+        dotted = DOTTED.search(node.value)
+        if dotted:
+            yield Lead(node.lineno, f"{ATTRIBUTES[dotted[1]]} (names {dotted[0]!r})")
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         method = node.func.attr
         if method == "__init__" and not _own_init(node):
