@@ -82,6 +82,7 @@ ATTRIBUTES = {
     "__setattr__": "sets attributes past the object's own rules",
     "__delattr__": "deletes attributes past the object's own rules",
     "__getattribute__": "reads attributes past the object's own rules",
+    "__dir__": "lists every attribute of an object",
     # An object's attributes as a dict, read or written back, with no attribute named
     # (Python 3.11's object.__getstate__ returns __dict__ itself; nn.Module.__setstate__ updates it).
     "__getstate__": "reads an object's attributes as a dict",
@@ -140,6 +141,7 @@ HIDDEN = {
     "compile": "builds code at run time",
     "globals": "reads its module's globals",
     "vars": "reads an object's attributes as a dict",
+    "dir": "lists every attribute of an object",
 }
 
 
@@ -235,7 +237,7 @@ def _builtin_leads(node: ast.AST, called: set[int], built: Collection[str] = ())
     if (
         isinstance(node, ast.Name)
         and isinstance(node.ctx, ast.Load)
-        and node.id in (*BY_NAME, "exec", "eval", "__import__")
+        and node.id in (*BY_NAME, "exec", "eval", "__import__", "vars", "dir", "globals")
         and id(node) not in called
     ):
         yield Lead(node.lineno, f"uses {node.id} as a value: an alias or a callback hides "
