@@ -104,6 +104,7 @@ PATCH = "patches a module it imported"
 # Giving a handed object another class replaces every method it has, a toy model's judging and
 # recording included, with none of them named.
 CLASS_SWAP = "changes the class of an object it was handed"
+ALIAS_ROUNDS = 8  # rounds of `M = torch.nn.Module`-style names followed for the patch rule
 MAX_ALIASES = 64  # `m = model` names followed back from a swapped object, at most
 # What a toy model and a probe ask torch about autograd, replaced wherever torch was reached
 # from (t = [torch][0]; t.is_grad_enabled = ...: no import names it), and special methods set
@@ -535,6 +536,18 @@ def leads(source: str) -> list[Lead]:
     imported_names |= {target.id for node in nodes if isinstance(node, ast.Assign)
                        and _is_import_call(node.value, importers)
                        for target in node.targets if isinstance(target, ast.Name)}  # fmt: skip
+    # A name given a module's class or submodule (M = torch.nn.Module; M._call_impl = f patched
+    # every model's call), also through another such name: a few rounds, as names come in
+    # any order.
+    chained = [(node.targets[0].id, _base(node.value).id) for node in nodes
+               if isinstance(node, ast.Assign) and len(node.targets) == 1
+               and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Attribute)
+               and isinstance(_base(node.value), ast.Name)]  # fmt: skip
+    for _ in range(ALIAS_ROUNDS):
+        more = {name for name, base in chained if base in imported_names} - imported_names
+        if not more:
+            break
+        imported_names |= more
     called = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
     imported_by_call = {id(node.args[0]) for node in nodes if _is_import_call(node, importers)}
     named_by_getattr = {id(node.args[1]) for node in nodes if isinstance(node, ast.Call)
