@@ -26,6 +26,9 @@ def group_advantages(rewards, group_size: int, eps: float = 1e-8, scale_by_std: 
     if not xp.isdtype(rewards.dtype, "real floating"):
         rewards = xp.astype(rewards, xp.float64)
     groups = as_groups(xp, rewards, group_size)
+    # A Python float: a numpy scalar eps (np.float64(1e-8)) would promote float32 rewards, and
+    # np.float32 would round float64 ones.
+    eps = float(eps)
 
     mean = xp.mean(groups, axis=1, keepdims=True)
     # Equal rewards carry no signal. Test equality directly: the mean of equal floats can be

@@ -200,12 +200,15 @@ def test_dtype_is_kept_for_floats_and_float64_otherwise(impl):
         (np.float32([1, 0, 1, 0]), "a float32 array", np.float32),
         (np.float16([1, 0, 1, 0]), "a float16 array", np.float16),
     ]
+    # The type of eps changes nothing: a numpy float64 eps must not promote float32 rewards.
+    settings = [(True, 2, 1e-8), (False, 2, 1e-8), (True, 1, 1e-8), (False, 1, 1e-8),
+                (True, 2, np.float64(1e-8)), (True, 2, np.float32(1e-8))]  # fmt: skip
     for rewards, what, dtype in checks:
-        for scale_by_std, group_size in ((True, 2), (False, 2), (True, 1), (False, 1)):
-            got = impl.group_advantages(rewards, group_size, scale_by_std=scale_by_std)
+        for scale_by_std, group_size, eps in settings:
+            got = impl.group_advantages(rewards, group_size, eps=eps, scale_by_std=scale_by_std)
             assert isinstance(got, np.ndarray) and got.dtype == dtype, (
-                f"advantages of {what} (G = {group_size}, scale_by_std={scale_by_std}) should "
-                f"be a {dtype.__name__} "
+                f"advantages of {what} (G = {group_size}, scale_by_std={scale_by_std}, eps "
+                f"{eps!r}) should be a {dtype.__name__} "
                 f"array, got {type(got).__name__} {getattr(got, 'dtype', '')}"
             )
 

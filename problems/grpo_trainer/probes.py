@@ -333,7 +333,8 @@ def run_compute_loss(solution, policy, rollout, config, normalizer=None):
 
 @single_threaded
 def run_optimize(solution, policy, rollout, config, optimizer, scheduler=None, stale_grads=False):
-    """optimize with a recording optimizer: its result, every step() and the weights after.
+    """optimize with a recording optimizer: its result, every step() and the weights after,
+    and how many times the scheduler stepped (None without one).
 
     `stale_grads`: every parameter comes with a gradient of ones, left over from some earlier
     backward pass of the caller's."""
@@ -343,14 +344,15 @@ def run_optimize(solution, policy, rollout, config, optimizer, scheduler=None, s
         for _, parameter in named_parameters(network):
             parameter.grad = torch.ones_like(parameter)
     batch = Rollout(**rollout)
-    result = solution.optimize(
-        network, recorder, batch, GRPOConfig(**config), build_scheduler(recorder, scheduler)
-    )
+    schedule = build_scheduler(recorder, scheduler)
+    result = solution.optimize(network, recorder, batch, GRPOConfig(**config), schedule)
     return {
         "result": checked_dict(result, "optimize"),
         "old_logps": batch.old_logps,
         "steps": recorder.steps,
         "weights": weights(network),
+        # The schedule's position for the next call: a step skipped at the end shows only here.
+        "scheduler_steps": None if schedule is None else int(schedule.last_epoch),
     }
 
 

@@ -957,6 +957,10 @@ def test_the_scheduler_steps_once_per_update(impl):
     got = optimize(impl, tiny(0), rollout, options, scheduler="halving")
     expected = sgd_optimize(tiny(0), rollout, options, SGD["lr"], lambda k: 0.5**k)
     check_update(got, expected, tiny(0), "3 updates with a halving schedule")
+    # Each update's rate was right; the schedule must also stand where the next call resumes.
+    assert got["scheduler_steps"] == 3, (
+        f"3 updates should step the scheduler 3 times, it stepped {got['scheduler_steps']} times"
+    )
 
 
 @pytest.mark.parametrize("max_grad_norm", [0.05, 0.0, None])
