@@ -326,22 +326,31 @@ def _method_leads(node: ast.AST) -> Iterator[Lead]:
                 yield Lead(statement.lineno, f"defines a toy model's own method ({statement.name})")
 
 
-def _replaced_leads(node: ast.AST) -> Iterator[Lead]:
-    """torch's answers about autograd, or an object's special methods, set or deleted (as an
-    attribute or by setattr with its name), however the object was reached."""
+def _changed_attribute(node: ast.AST) -> tuple[ast.expr, str | None] | None:
+    """The object whose attribute `node` sets or deletes, and the attribute's name where the
+    text shows it: `x.name = v`, `del x.name`, `setattr(x, "name", v)`, `delattr(x, "name")`
+    (None for a name computed at run time). None for any other node."""
     if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
-        name = node.attr
-    elif (
+        return node.value, node.attr
+    if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and node.func.id in ("setattr", "delattr")
-        and len(node.args) >= 2
-        and isinstance(node.args[1], ast.Constant)
-        and isinstance(node.args[1].value, str)
+        and node.args
     ):
-        name = node.args[1].value
-    else:
+        name = node.args[1] if len(node.args) >= 2 else None
+        shown = isinstance(name, ast.Constant) and isinstance(name.value, str)
+        return node.args[0], name.value if shown else None
+    return None
+
+
+def _replaced_leads(node: ast.AST) -> Iterator[Lead]:
+    """torch's answers about autograd, or an object's special methods, set or deleted (as an
+    attribute or by setattr with its name), however the object was reached."""
+    changed = _changed_attribute(node)
+    if changed is None or changed[1] is None:
         return
+    name = changed[1]
     if name in ASKED:
         yield Lead(node.lineno, f"replaces what a toy model asks torch (.{name})")
     elif name in REPLACED:
@@ -436,18 +445,8 @@ def _class_attribute_leads(nodes: list[ast.AST]) -> Iterator[Lead]:
             and len(node.args) == 3
         ):
             yield Lead(node.lineno, "builds a class at run time (type(name, bases, namespace))")
-        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
-            target = node.value
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in ("setattr", "delattr")
-            and node.args
-        ):
-            target = node.args[0]
-        else:
-            continue
-        if _is_class_of(target, classes):
+        changed = _changed_attribute(node)
+        if changed is not None and _is_class_of(changed[0], classes):
             yield Lead(node.lineno, f"{CLASS_SWAP}: sets an attribute of its class")
 
 
@@ -472,17 +471,11 @@ def _dotted(node: ast.expr) -> str:
 def _patch_leads(node: ast.AST, imported: set[str], importers: set[str]) -> Iterator[Lead]:
     """An attribute of an imported module (or of a class or function imported from one) set or
     deleted: `torch.is_grad_enabled = lambda: False`, `setattr(nn.Module, name, f)`."""
-    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
-        target, shown = node.value, node
-    elif (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id in ("setattr", "delattr")
-        and node.args
-    ):
-        target = shown = node.args[0]
-    else:
+    changed = _changed_attribute(node)
+    if changed is None:
         return
+    target = changed[0]
+    shown = node if isinstance(node, ast.Attribute) else target
     base = _base(target)
     if (isinstance(base, ast.Name) and base.id in imported) or _is_import_call(base, importers):
         yield Lead(node.lineno, f"{PATCH} ({_dotted(shown)[:80]})")
