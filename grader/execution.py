@@ -152,8 +152,9 @@ class Session:
 
     def _call(self, target, args_data, kwargs_data, observe: bool = False,
               checked: bool = False):  # fmt: skip
-        args = values.decode(args_data)
-        kwargs = values.decode(kwargs_data)
+        budget = values.Budget(values.MAX_REQUEST_ELEMENTS)
+        args = values.decode(args_data, budget)
+        kwargs = values.decode(kwargs_data, budget)
         before = _states(args, kwargs) if checked and not observe else None
         raised = None
         try:

@@ -30,6 +30,9 @@ import numpy as np
 
 MAX_DEPTH = 32
 MAX_ELEMENTS = 4_000_000  # array elements and container items in one value, all together
+# What a solution's process decodes of a call's arguments, which the kit's tests send: only that
+# process's own memory is at stake, and a test may need millions of positions to time a loop.
+MAX_REQUEST_ELEMENTS = 16_000_000
 MAX_NDIM = 8
 MAX_STRING = 1_000_000
 MAX_DECIMAL = 1_000  # characters of a Decimal's text
@@ -162,7 +165,7 @@ class Budget:
     """
 
     def __init__(self, limit: int = MAX_ELEMENTS, parent: Budget | None = None):
-        self.left, self.parent = limit, parent
+        self.limit, self.left, self.parent = limit, limit, parent
 
     def spend(self, count: int) -> None:
         self.left -= count
@@ -265,13 +268,13 @@ def _decode_array(payload: dict, budget: Budget) -> np.ndarray:
     if (
         type(shape) is not list
         or len(shape) > MAX_NDIM
-        or not all(type(n) is int and 0 <= n <= MAX_ELEMENTS for n in shape)
+        or not all(type(n) is int and 0 <= n <= budget.limit for n in shape)
     ):
         raise ProtocolError(f"bad array shape {str(shape)[:100]}")
     size = math.prod(shape)
     budget.spend(max(size, 1))
     dtype = _LITTLE[dtype_name]
-    raw = _b64(payload.get("data"), 4 * MAX_ELEMENTS * 8 // 3 + 4)
+    raw = _b64(payload.get("data"), 4 * budget.limit * 8 // 3 + 4)
     if len(raw) != size * dtype.itemsize:
         raise ProtocolError("array data does not match its shape and dtype")
     array = np.frombuffer(raw, dtype=dtype)

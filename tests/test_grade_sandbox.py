@@ -163,6 +163,18 @@ def test_a_budget_caps_one_value_and_all_values_together():
         values.decode(values.encode(np.zeros(9)), values.Budget(8))
 
 
+def test_arguments_may_be_larger_than_a_returned_value():
+    # The tests' own arguments (millions of positions to time a loop) reach the solution;
+    # what comes back stays within the smaller limit.
+    big = np.zeros((1, values.MAX_ELEMENTS + 1), dtype=np.uint8)
+    assert (
+        values.decode(values.encode(big), values.Budget(values.MAX_REQUEST_ELEMENTS)).shape
+        == big.shape
+    )
+    with pytest.raises(values.ProtocolError):
+        values.decode(values.encode(big))
+
+
 def test_dataclasses_cross_as_plain_records():
     @dataclasses.dataclass
     class Pair:

@@ -324,6 +324,26 @@ def test_numbers_that_match(impl):
     ], expected=1.0)  # fmt: skip
 
 
+def test_numbers_of_thousands_of_digits(impl):
+    # An answer is any length of digits: Python's int() refuses strings of more than 4,300,
+    # so a parser built on it raises on these, where nothing about a completion may raise.
+    nines, grouped = "9" * 5000, "1," + ",".join(["000"] * 1700)
+    check_answers(impl, [
+        (nines, nines),
+        ("1" + "0" * 5000, 10**5000),
+        (grouped, 10**5100),
+        (grouped, "1" + "0" * 5100),
+        ("-" + nines, -(10**5000 - 1)),
+        ("0." + "1" * 5000, "0." + "1" * 5000),
+        ("7." + "0" * 5000, 7),
+    ], expected=1.0)  # fmt: skip
+    check_answers(impl, [
+        (nines, nines[:-1] + "8"),
+        (nines, 10**5000),
+        ("0." + "1" * 5000, "0." + "1" * 4999),
+    ], expected=0.0)  # fmt: skip
+
+
 def test_anything_else_does_not_match(impl):
     check_answers(impl, [
         ("$42", 42),

@@ -187,6 +187,21 @@ def test_ids_beyond_32767_pick_their_own_token(impl):
         assert_logprobs(got, np.array([[expected]]), np.float64, f"log-prob of token {token}")
 
 
+def test_four_million_positions_within_the_time_limit(impl):
+    # Whole arrays at once take about a second; a Python loop over the positions (a few
+    # microseconds each) runs past the 10 s a call may take.
+    T = 4_000_001
+    rng = np.random.default_rng(7)
+    logits = rng.normal(0.0, 3.0, size=(1, T, 2)).astype(np.float32)
+    ids = rng.integers(0, 2, size=(1, T), dtype=np.uint8)
+    got = impl.token_logprobs(logits, ids, 1)
+    # With two tokens, log p(chosen) = -log(1 + exp(other - chosen)).
+    chosen = np.take_along_axis(logits[0, :-1], ids[0, 1:, None], axis=-1)[:, 0]
+    other = logits[0, :-1].sum(axis=-1) - chosen
+    expected = -np.logaddexp(0.0, other.astype(np.float64) - chosen)
+    assert_logprobs(got, expected[None, :], np.float32)
+
+
 def test_uniform_logits_give_minus_log_v(impl):
     logits = np.full((2, 4, 8), 3.5)
     ids = np.array([[0, 7, 3, 1], [5, 5, 5, 5]])
