@@ -59,6 +59,7 @@ QUALIFIED = {
     ("inspect", "getmodule"): "finds the module of an object",
     # torch's operators replaced for every caller, a toy model's and a probe's included.
     ("torch", "library"): "replaces torch's own operators",
+    ("sys", "monitoring"): "runs its code at every call, the probe's too (sys.monitoring)",
 }
 # Methods that intercept torch's calls made anywhere while they are active: a mode that answers
 # `-logits` with the logits undid a strict toy model's judging.
@@ -93,10 +94,34 @@ ATTRIBUTES = {
     # undone) or switch autograd off around it.
     # A dotted field given as text ("0.__dict__") resolved to the object itself.
     "get_field": "reads attributes named by text (string.Formatter)",
+    # A trace or profile function runs at every call and return, a toy model's included: it
+    # can switch autograd off around forward. Frames reached without f_back or f_locals.
+    "setprofile": "runs its code at every call, the probe's too (a profiler)",
+    "settrace": "runs its code at every line, the probe's too (a tracer)",
+    "setprofile_all_threads": "runs its code at every call, the probe's too (a profiler)",
+    "settrace_all_threads": "runs its code at every line, the probe's too (a tracer)",
+    "addaudithook": "runs its code at the interpreter's events (an audit hook)",
+    "_current_frames": "reads every thread's frames",
+    "walk_stack": "walks up the stack",
+    "walk_tb": "reads a traceback's frames",
+    "getargvalues": "reads a frame's locals",
+    # The class tree of a handed object: for k in type(model).__mro__: k._call_impl = f
+    "__mro__": "walks the class tree",
+    "__bases__": "walks the class tree",
+    "__base__": "walks the class tree",
+    "getmro": "walks the class tree",
     "register_forward_hook": "rewrites what a model's forward returns (a hook)",
     "register_forward_pre_hook": "runs its code inside a model's call (a hook)",
     "register_module_forward_hook": "rewrites what every model's forward returns (a hook)",
     "register_module_forward_pre_hook": "runs its code inside every model's call (a hook)",
+}
+# The dicts those functions fill, filled directly: torch.nn.modules.module's
+# _global_forward_hooks, a model's own _forward_pre_hooks.
+ATTRIBUTES |= {
+    f"_{scope}{kind}_hooks{extra}": "runs its code inside a model's call (a hook's dict)"
+    for scope in ("", "global_")
+    for kind in ("forward", "forward_pre", "backward", "backward_pre")
+    for extra in ("", "_with_kwargs", "_always_called")
 }
 # Assigning to a module's attribute (torch.is_grad_enabled = ...) changes what every module
 # that calls it sees, a probe's and a toy model's included.
@@ -112,7 +137,7 @@ MAX_ALIASES = 64  # `m = model` names followed back from a swapped object, at mo
 ASKED = ("is_grad_enabled", "is_inference_mode_enabled")
 # A model's methods set on the object itself (model.forward = f): the toy model's calls
 # are judged and recorded however f chooses to call them. (.logits is an output's field.)
-REPLACED = ("forward", "record")
+REPLACED = ("forward", "record", "_call_impl", "_wrapped_call_impl")
 DESCRIPTIVE = ("__class__", "__name__", "__qualname__", "__doc__")  # __class__: its own rule
 # Builtins that reach an attribute by a name given as text: called directly, the name shows
 # (getattr(model, "calls")); bound to another name or handed to another function
@@ -150,6 +175,254 @@ HIDDEN = {
 class Lead:
     line: int
     what: str
+
+
+class _NameValues:
+    """What text a name handed to getattr or hasattr may hold, as far as the source shows it.
+
+    `values(expr)` is the set of strings `expr` may be, or None when the source does not tell:
+    a name bound to something else than text the source shows (a loop over a call, a class
+    attribute, a parameter of a function called with a built name or used as a value). A name
+    is looked up in its function, then in those around it (every binding there counts, before
+    or after the use); a name declared global or nonlocal anywhere, in the whole file.
+    """
+
+    DEPTH = 16
+    # Steps to follow one name back, and all names of a file together: a file built so that
+    # names lead to many others (a helper called 100 times, its caller too, ...) gets a lead
+    # rather than a report that takes forever.
+    STEPS, FILE_STEPS = 5_000, 500_000
+    SCOPES = (
+        ast.FunctionDef,
+        ast.AsyncFunctionDef,
+        ast.Lambda,
+        ast.ClassDef,
+        ast.ListComp,
+        ast.SetComp,
+        ast.DictComp,
+        ast.GeneratorExp,
+    )
+
+    def __init__(self, nodes: list[ast.AST], parents: dict[int, ast.AST]):
+        self.parents = parents
+        self.bindings: dict[tuple[int, str], list[ast.AST]] = {}
+        self.everywhere: dict[str, list[ast.AST]] = {}
+        self.functions: dict[str, list[ast.AST]] = {}
+        self.called: dict[str, list[ast.Call]] = {}
+        self.loaded: dict[str, int] = {}  # loads of a name that are not a call's function
+        self.shared = {name for node in nodes if isinstance(node, ast.Global | ast.Nonlocal)
+                       for name in node.names}  # fmt: skip
+        calls = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
+        for node in nodes:
+            bound = None
+            if isinstance(node, ast.Name):
+                if isinstance(node.ctx, ast.Store | ast.Del):
+                    bound = node.id
+                elif id(node) not in calls:
+                    self.loaded[node.id] = self.loaded.get(node.id, 0) + 1
+            elif isinstance(node, ast.arg):
+                bound = node.arg
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                self.functions.setdefault(node.name, []).append(node)
+                bound = node.name
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                for alias in node.names:
+                    name = (alias.asname or alias.name).split(".")[0]
+                    self._bind(self.scope(node), name, alias)
+            elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+                bound = node.name
+            if bound is not None:
+                where = (
+                    self.scope(self.parents.get(id(node), node))
+                    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                    else self.scope(node)
+                )
+                self._bind(where, bound, node)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                self.called.setdefault(node.func.id, []).append(node)
+        self.fields = {statement.target.id for node in nodes if isinstance(node, ast.ClassDef)
+                       for statement in node.body if isinstance(statement, ast.AnnAssign)
+                       and isinstance(statement.target, ast.Name)}  # fmt: skip
+        self.busy: set[tuple[int, str]] = set()
+        self.steps = self.file_steps = 0
+
+    def held(self, node: ast.expr) -> set[str] | None:
+        """The strings `node` may be (see the class), within this name's share of steps."""
+        self.steps = 0
+        return self.values(node)
+
+    def _bind(self, scope: ast.AST | None, name: str, node: ast.AST) -> None:
+        self.bindings.setdefault((id(scope), name), []).append(node)
+        self.everywhere.setdefault(name, []).append(node)
+
+    def scope(self, node: ast.AST) -> ast.AST | None:
+        """The function (or class) whose name `node` binds or reads; None: the module."""
+        while id(node) in self.parents:
+            node = self.parents[id(node)]
+            if isinstance(node, self.SCOPES):
+                return node
+        return None
+
+    def lookup(self, node: ast.AST, name: str) -> tuple[int, list[ast.AST]] | None:
+        """The bindings a use of `name` at `node` may read, keyed for cycles; None if none."""
+        if name in self.shared:
+            found = self.everywhere.get(name)
+            return (0, found) if found else None
+        scope, first = self.scope(node), True
+        while True:
+            # A class's names are not seen by the functions inside it.
+            if first or not isinstance(scope, ast.ClassDef):
+                found = self.bindings.get((id(scope), name))
+                if found:
+                    return id(scope), found
+            if scope is None:
+                return None
+            scope, first = self.scope(scope), False
+
+    def values(self, node: ast.expr, depth: int = 0) -> set[str] | None:
+        self.steps += 1
+        self.file_steps += 1
+        if depth > self.DEPTH or self.steps > self.STEPS or self.file_steps > self.FILE_STEPS:
+            return None
+        if isinstance(node, ast.Constant):
+            return {node.value} if isinstance(node.value, str) else set()
+        if isinstance(node, ast.Name):
+            return self._name(node, depth + 1)
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "name"
+            and isinstance(node.value, ast.Name)
+            and self._over_fields(node.value)
+        ):
+            return set(self.fields)  # f.name for f in fields(x): a dataclass's field names
+        if isinstance(node, ast.IfExp):
+            return self._union([node.body, node.orelse], depth + 1)
+        return None
+
+    def _union(self, parts, depth: int) -> set[str] | None:
+        found: set[str] = set()
+        for part in parts:
+            more = self.values(part, depth)
+            if more is None:
+                return None
+            found |= more
+        return found
+
+    def _items(self, node: ast.expr, depth: int) -> set[str] | None:
+        """The strings a loop over `node` may give."""
+        if depth > self.DEPTH:
+            return None
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return self._union(node.elts, depth + 1)
+        if isinstance(node, ast.Dict) and None not in node.keys:
+            return self._union(node.keys, depth + 1)
+        if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp):
+            return self.values(node.elt, depth + 1)  # [f.name for f in fields(Rollout)]
+        if not isinstance(node, ast.Name):
+            return None
+        found = self.lookup(node, node.id)
+        if found is None:
+            return None
+        key = (found[0], "items " + node.id)
+        if key in self.busy:
+            return set()
+        self.busy.add(key)
+        try:
+            items: set[str] = set()
+            for binding in found[1]:
+                parent = self.parents.get(id(binding))
+                if not (isinstance(parent, ast.Assign) and parent.targets == [binding]):
+                    return None
+                more = self._items(parent.value, depth + 1)
+                if more is None:
+                    return None
+                items |= more
+            return items
+        finally:
+            self.busy.discard(key)
+
+    def _over_fields(self, node: ast.Name) -> bool:
+        """`node` is bound only as a loop's name over fields(...) or dataclasses.fields(...)."""
+        found = self.lookup(node, node.id)
+        for binding in found[1] if found else []:
+            loop = self.parents.get(id(binding))
+            if not (isinstance(loop, ast.For | ast.comprehension) and loop.target is binding):
+                return False
+            source = loop.iter
+            function = source.func if isinstance(source, ast.Call) else None
+            if not ((isinstance(function, ast.Name) and function.id == "fields")
+                    or (isinstance(function, ast.Attribute) and function.attr == "fields"
+                        and isinstance(function.value, ast.Name)
+                        and function.value.id == "dataclasses")):  # fmt: skip
+                return False
+        return found is not None
+
+    def _name(self, node: ast.Name, depth: int) -> set[str] | None:
+        found = self.lookup(node, node.id)
+        if found is None:
+            return None
+        key = (found[0], node.id)
+        if key in self.busy:
+            return set()  # a cycle adds nothing the other bindings do not
+        self.busy.add(key)
+        try:
+            values: set[str] = set()
+            for binding in found[1]:
+                more = self._binding(binding, depth)
+                if more is None:
+                    return None
+                values |= more
+            return values
+        finally:
+            self.busy.discard(key)
+
+    def _binding(self, binding: ast.AST, depth: int) -> set[str] | None:
+        parent = self.parents.get(id(binding))
+        if isinstance(binding, ast.arg):
+            return self._parameter(binding, parent, depth)
+        if isinstance(parent, ast.Assign) and parent.targets == [binding]:
+            return self.values(parent.value, depth)
+        if isinstance(parent, ast.AnnAssign) and parent.target is binding and parent.value:
+            return self.values(parent.value, depth)
+        if isinstance(parent, ast.For | ast.comprehension) and parent.target is binding:
+            return self._items(parent.iter, depth)
+        return None
+
+    def _parameter(self, argument: ast.arg, arguments: ast.AST, depth: int) -> set[str] | None:
+        """A parameter's values: what every call of its function passes, its default if a call
+        may leave it out; None for a function used otherwise than called by its name."""
+        function = self.parents.get(id(arguments))
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            return None
+        name = function.name
+        if (len(self.functions.get(name, [])) != 1 or self.loaded.get(name)
+                or len(self.everywhere.get(name, [])) != 1 or not self.called.get(name)
+                or isinstance(self.parents.get(id(function)), ast.ClassDef)):  # fmt: skip
+            return None
+        spec = function.args
+        positional = [*spec.posonlyargs, *spec.args]
+        defaults = {a.arg: d for a, d in zip(positional[len(positional) - len(spec.defaults):],
+                                             spec.defaults, strict=True)}  # fmt: skip
+        defaults |= {a.arg: d for a, d in zip(spec.kwonlyargs, spec.kw_defaults, strict=True)
+                     if d is not None}  # fmt: skip
+        index = next((i for i, a in enumerate(positional) if a is argument), None)
+        if index is None and argument not in spec.kwonlyargs:
+            return None  # *args, **kwargs
+        parts = []
+        for call in self.called[name]:
+            if any(isinstance(a, ast.Starred) for a in call.args) or any(
+                keyword.arg is None for keyword in call.keywords
+            ):
+                return None
+            given = [k.value for k in call.keywords if k.arg == argument.arg]
+            if index is not None and index < len(call.args):
+                given.append(call.args[index])
+            if not given:
+                if argument.arg not in defaults:
+                    return None
+                given = [defaults[argument.arg]]
+            parts += given
+        return self._union(parts, depth + 1)
 
 
 def _root(node: ast.expr) -> str | None:
@@ -233,7 +506,9 @@ def _intercept_leads(node: ast.AST) -> Iterator[Lead]:
         yield Lead(node.lineno, f"intercepts torch's calls, the probe's too ({node.name})")
 
 
-def _builtin_leads(node: ast.AST, called: set[int], built: Collection[str] = ()) -> Iterator[Lead]:
+def _builtin_leads(
+    node: ast.AST, called: set[int], built: Collection[str] = (), names: _NameValues | None = None
+) -> Iterator[Lead]:
     """Builtins that run hidden code or reach an attribute by a name given as text."""
     if (
         isinstance(node, ast.Name)
@@ -266,6 +541,18 @@ def _builtin_leads(node: ast.AST, called: set[int], built: Collection[str] = ())
         # a name built from pieces: "ca" + "lls", f"{a}{b}", "".join(...), "sllac"[::-1], also
         # kept in a name first (ST = "st" + "rict"; getattr(model, ST))
         yield Lead(node.lineno, f"reads an attribute whose name it builds ({function})")
+    elif names is not None:
+        # A name that came another way: a loop's (for n in [built]), a class attribute
+        # (getattr(model, K.n)), a helper's parameter (getattr(thing, name)): followed back
+        # to the text it holds, or a lead where the source does not tell.
+        held = names.held(args[1])
+        if held is None:
+            yield Lead(node.lineno, f"reads an attribute whose name the source does not show "
+                                    f"({function})")  # fmt: skip
+        else:
+            for name in sorted(held & (set(ATTRIBUTES) | set(BY_NAME_QUALIFIED))):
+                what = ATTRIBUTES.get(name) or BY_NAME_QUALIFIED[name]
+                yield Lead(node.lineno, f"{what} ({function} {name!r})")
 
 
 def _record_leads(node: ast.AST, named_by_getattr: set[int]) -> Iterator[Lead]:
@@ -424,6 +711,17 @@ def _class_attribute_leads(nodes: list[ast.AST]) -> Iterator[Lead]:
     classes = {target.id for node in nodes if isinstance(node, ast.Assign)
                and _is_class_of(node.value, ())
                for target in node.targets if isinstance(target, ast.Name)}  # fmt: skip
+    # A loop's name over classes (for k in [type(model)]: k.logits = f), a few rounds, as
+    # loops may go over names of classes.
+    loops = [(node.target, node.iter) for node in nodes
+             if isinstance(node, ast.For | ast.AsyncFor | ast.comprehension)]  # fmt: skip
+    for _ in range(ALIAS_ROUNDS):
+        more = {name.id for target, source in loops for name in ast.walk(target)
+                if isinstance(name, ast.Name)
+                and any(_is_class_of(part, classes) for part in ast.walk(source))} - classes  # fmt: skip
+        if not more:
+            break
+        classes |= more
     parameters = {argument.arg for node in nodes if isinstance(node, ast.arguments)
                   for argument in [*node.posonlyargs, *node.args, *node.kwonlyargs]}  # fmt: skip
     for node in nodes:
@@ -446,8 +744,25 @@ def _class_attribute_leads(nodes: list[ast.AST]) -> Iterator[Lead]:
         ):
             yield Lead(node.lineno, "builds a class at run time (type(name, bases, namespace))")
         changed = _changed_attribute(node)
-        if changed is not None and _is_class_of(changed[0], classes):
+        # [type(model)][0].logits = f, (k := type(model)).logits = f: the class inside
+        if changed is not None and any(_is_class_of(part, classes)
+                                       for part in _object_parts(changed[0])):  # fmt: skip
             yield Lead(node.lineno, f"{CLASS_SWAP}: sets an attribute of its class")
+
+
+def _object_parts(node: ast.expr) -> Iterator[ast.expr]:
+    """`node` and what it is taken from, down a subscript, a walrus or a list (not down an
+    attribute chain: model.layer.weight is no class, whatever model.layer's class is)."""
+    pending = [node]
+    while pending:
+        part = pending.pop()
+        yield part
+        if isinstance(part, ast.Subscript | ast.NamedExpr):
+            pending.append(part.value)
+        elif isinstance(part, ast.List | ast.Tuple | ast.Set):
+            pending.extend(part.elts)
+        elif isinstance(part, ast.Starred):
+            pending.append(part.value)
 
 
 def _base(node: ast.expr) -> ast.expr:
@@ -553,10 +868,16 @@ def leads(source: str) -> list[Lead]:
              for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
              if isinstance(target, ast.Name)}  # fmt: skip
     found = set(_class_swaps(nodes))
+    names = None
+    if any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+           and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
+           and not isinstance(node.args[1], ast.Constant) for node in nodes):  # fmt: skip
+        parents = {id(child): node for node in nodes for child in ast.iter_child_nodes(node)}
+        names = _NameValues(nodes, parents)
     for node in nodes:
         found.update(_import_leads(node, importers))
         found.update(_intercept_leads(node))
-        found.update(_builtin_leads(node, called, built))
+        found.update(_builtin_leads(node, called, built, names))
         found.update(_record_leads(node, named_by_getattr))
         found.update(_attribute_leads(node, renamed, called))
         found.update(_text_leads(node, imported_by_call))

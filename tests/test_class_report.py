@@ -202,7 +202,7 @@ def sample_group(model, prompt_ids, *args, **kwargs):
     NAME = "__dict__"
     getattr(model, NAME)[STRICT] = False
 """
-    assert [lead.line for lead in leads(swapped)] == [2, 4, 5, 6, 8, 9, 10, 10, 11]
+    assert [lead.line for lead in leads(swapped)] == [2, 4, 5, 6, 8, 9, 10, 10, 11, 12]
     # A library's function patched for everyone who calls it: the toy model asked torch
     # whether autograd was on and heard no (a sampler that left it on rose from 42.4 to 49).
     patched = ("import torch as t\nfrom torch import nn\nt.is_grad_enabled = lambda: False\n"
@@ -258,7 +258,7 @@ def test_modules_found_by_text_and_classes_reached_otherwise_are_leads():
     # (m = getattr(model, "_", model) reads as a layer looked up), or at run time.
     built = ("def lenient(cls):\n    class Lenient(cls):\n        pass\n"
              "class L(type(model).__mro__[0]):\n    pass\nL = type('L', (base,), {})\n")  # fmt: skip
-    assert [lead.line for lead in leads(built)] == [2, 4, 6]
+    assert [lead.line for lead in leads(built)] == [2, 4, 4, 6]  # __mro__ itself too
     # A chain of aliases longer than code needs ends nowhere known (and is followed once).
     chain = "def f(model):\n    a0 = model\n" + "".join(
         f"    a{i} = a{i - 1}\n" for i in range(1, 200)) + "    a199.__class__ = X\n" * 3000  # fmt: skip
@@ -289,7 +289,7 @@ def test_modules_found_by_text_and_classes_reached_otherwise_are_leads():
     # (a sampler that left autograd on rose from 43.4 to 50 of 50 with no lead).
     kept = ("SA = '__set' + 'attr__'\nST: str = 'st' + 'rict'\nCL = 'sllac'[::-1]\n"
             "getattr(model, SA)(ST, False)\nhasattr(model, CL)\ngetattr(model, 'sllac'[::-1])\n"
-            "for name in fields:\n    getattr(config, name)\n")  # fmt: skip
+            "for name in ('lr', 'beta'):\n    getattr(config, name)\n")  # fmt: skip
     assert [lead.line for lead in leads(kept)] == [4, 5, 6]
     # A dotted field resolved by string.Formatter to the object's own dict (43.4 -> 50 of 50).
     fields = ("own, _ = Formatter().get_field('0.__dict__', [model], {})\n"
@@ -300,15 +300,55 @@ def test_modules_found_by_text_and_classes_reached_otherwise_are_leads():
     listed = (
         "for name in dir(model):\n    getattr(model, name)\nlook = vars\nobject.__dir__(model)\n"
     )
-    assert [lead.line for lead in leads(listed)] == [1, 3, 4]
+    assert [lead.line for lead in leads(listed)] == [1, 2, 3, 4]
     # A module's class kept in a name first, then patched: every model's call run under
     # no_grad for a sampler that left autograd on (43.4 -> 44.7 of 50 with no lead).
     kept_class = ("import torch\nM = torch.nn.Module\nN = M.Sub\nN._call_impl = f\n"
                   "M._call_impl = f\nhead = model.lm_head\nhead.weight = w\n")  # fmt: skip
-    assert [lead.line for lead in leads(kept_class)] == [4, 5]
+    assert [lead.line for lead in leads(kept_class)] == [4, 4, 5, 5]  # _call_impl itself too
     # ... while a layer the function looked up may still change class, and an object's own
     # attributes are set as usual.
     own = ("def f(model):\n    head = get_head(model) if model else None\n"
            "    head.__class__ = F32\n    model.weight = w\n    kind = type(model)\n"
            "    out = kind(1)\n    out.x = 1\n")  # fmt: skip
     assert leads(own) == []
+
+
+def test_profilers_hook_dicts_class_loops_and_names_from_elsewhere_are_leads():
+    # A profiler switching autograd off around every forward, torch's hook dicts filled
+    # directly, a class reached by a loop, and getattr names the source does not show: each
+    # raised a sampler that left autograd on from 43.4 to 49 or 50 of 50 with no lead.
+    profiled = ("import sys\nsys.setprofile(watch)\nimport threading as t\nt.settrace(f)\n"
+                "from torch.nn.modules import module as mm\nmm._global_forward_pre_hooks[1] = f\n"
+                "model._forward_hooks[1] = g\nfor k in type(model).__mro__:\n    k._call_impl = q\n"
+                "for k in [type(model)]:\n    k.logits = neg\n")  # fmt: skip
+    assert sorted({lead.line for lead in leads(profiled)}) == [2, 4, 6, 7, 8, 9, 11]
+    names = """def text(codes):
+    return "".join(map(chr, codes))
+def look(thing, name):
+    return getattr(thing, name)
+look(model, text([115]))
+for n in [text([99])]:
+    getattr(model, n)
+class K:
+    n = text([97])
+getattr(model, K.n)
+def c(m, n="calls"):
+    return getattr(m, n)
+c(model)
+"""
+    assert [lead.line for lead in leads(names)] == [4, 7, 10, 11, 12]
+    honest = """FIELDS = ("ids", "mask")
+def fields_of(out):
+    return {name: field(out, name) for name in FIELDS}
+def field(out, name):
+    return getattr(out, name, None)
+def check(config):
+    for name in ("lr", "beta"):
+        if getattr(config, name) < 0:
+            raise ValueError(name)
+    return [getattr(config, f.name) for f in fields(config)]
+for p in model.parameters():
+    p.requires_grad = False
+"""
+    assert leads(honest) == []
