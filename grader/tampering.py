@@ -38,6 +38,18 @@ MODULES = {
     "_pickle": "runs calls named in its data",
     "copyreg": "runs calls named in its data",
     "marshal": "loads code built at run time",
+    # Modules that run code given as text or from a file, as exec does: the text may be built
+    # at run time (timeit.timeit("".join(map(chr, ...)), globals={"model": model})).
+    "timeit": "runs code given as text",
+    "code": "runs code given as text",
+    "codeop": "builds code at run time",
+    "runpy": "runs code from a file or module named by text",
+    "doctest": "runs code given as text",
+    "cProfile": "runs code given as text",
+    "profile": "runs code given as text",
+    "pdb": "runs code given as text",
+    "bdb": "runs code given as text",
+    "trace": "runs code given as text",
 }
 # module.attribute pairs, for names that are ordinary elsewhere (torch.stack is no frame).
 QUALIFIED = {
@@ -60,6 +72,14 @@ QUALIFIED = {
     # torch's operators replaced for every caller, a toy model's and a probe's included.
     ("torch", "library"): "replaces torch's own operators",
     ("sys", "monitoring"): "runs its code at every call, the probe's too (sys.monitoring)",
+    # Annotations given as text are run as code (eval) by these, and by singledispatch.
+    ("typing", "get_type_hints"): "runs annotations given as text",
+    ("typing", "ForwardRef"): "runs annotations given as text",
+    ("inspect", "get_annotations"): "runs annotations given as text",
+    ("types", "CodeType"): "builds code at run time",
+    ("types", "FunctionType"): "builds a function from code",
+    ("importlib", "util"): "runs code from a file it names",
+    ("importlib", "machinery"): "runs code from a file it names",
 }
 # Methods that intercept torch's calls made anywhere while they are active: a mode that answers
 # `-logits` with the logits undid a strict toy model's judging.
@@ -105,6 +125,17 @@ ATTRIBUTES = {
     "walk_stack": "walks up the stack",
     "walk_tb": "reads a traceback's frames",
     "getargvalues": "reads a frame's locals",
+    # A function's code, rebuilt with other names (code.replace(co_names=...)) and run as a
+    # new function (types.FunctionType, type(f)): an attribute read by a name built as text.
+    "__code__": "reads or rebuilds a function's code",
+    "gi_code": "reads or rebuilds a function's code",
+    "cr_code": "reads or rebuilds a function's code",
+    "ag_code": "reads or rebuilds a function's code",
+    "exec_module": "runs code from a file it names",
+    "spec_from_file_location": "runs code from a file it names",
+    "spec_from_loader": "runs code from a file it names",
+    "run_path": "runs code from a file it names",
+    "run_module": "runs code from a module named by text",
     # The class tree of a handed object: for k in type(model).__mro__: k._call_impl = f
     "__mro__": "walks the class tree",
     "__bases__": "walks the class tree",
@@ -600,6 +631,37 @@ def _attribute_leads(node: ast.AST, renamed: dict[str, str], called: set[int]) -
         yield Lead(node.lineno, f"{QUALIFIED['sys', 'modules']} (.modules)")
 
 
+def _match_leads(node: ast.AST) -> Iterator[Lead]:
+    """Attributes a match statement reads: `case object(__setattr__=put, calls=records)` reads
+    them by names that are neither an attribute nor text in the tree; a class's __match_args__
+    names those its positional patterns read, and __instancecheck__ lets any object match."""
+    if isinstance(node, ast.MatchClass):
+        for name in node.kwd_attrs:
+            what = ATTRIBUTES.get(name) or BY_NAME_QUALIFIED.get(name)
+            if what is None and name == "modules":
+                what = QUALIFIED["sys", "modules"]
+            if what is not None:
+                yield Lead(node.lineno, f"{what} (a match's {name}=)")
+    elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in (
+        "__instancecheck__",
+        "__subclasscheck__",
+    ):
+        yield Lead(node.lineno, f"decides which objects are its class's instances ({node.name})")
+    elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        named = any(
+            (isinstance(t, ast.Name) and t.id == "__match_args__")
+            or (isinstance(t, ast.Attribute) and t.attr == "__match_args__")
+            for t in targets
+        )
+        shown = isinstance(node.value, ast.Tuple | ast.List) and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.value.elts
+        )
+        if named and not shown:
+            yield Lead(node.lineno, "names the attributes a match reads at run time "
+                                    "(__match_args__)")  # fmt: skip
+
+
 def _method_leads(node: ast.AST) -> Iterator[Lead]:
     """A class with a toy model's own methods (judged, record, logits) or records: swapped in
     for a handed model, however the swap is reached (m = getattr(model, "_", model)), it
@@ -884,4 +946,29 @@ def leads(source: str) -> list[Lead]:
         found.update(_patch_leads(node, imported_names, importers))
         found.update(_replaced_leads(node))
         found.update(_method_leads(node))
+        found.update(_match_leads(node))
+    found.update(_annotation_leads(nodes))
     return sorted(found, key=lambda lead: (lead.line, lead.what))
+
+
+def _annotation_leads(nodes: list[ast.AST]) -> Iterator[Lead]:
+    """Annotations given as text are code that typing.get_type_hints and singledispatch's
+    register run (eval): scanned as code, and a call in one, which no type needs, is a lead."""
+    for node in nodes:
+        if isinstance(node, ast.arg | ast.AnnAssign):
+            notes = [node.annotation]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            notes = [node.returns]
+        else:
+            continue
+        for note in notes:
+            if not (isinstance(note, ast.Constant) and isinstance(note.value, str)):
+                continue
+            try:
+                tree = ast.parse(note.value.strip(), mode="eval")
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+            if any(isinstance(part, ast.Call | ast.Lambda) for part in ast.walk(tree)):
+                yield Lead(note.lineno, "runs code in an annotation given as text")
+            for lead in leads(note.value.strip()):
+                yield Lead(note.lineno, f"{lead.what} (in an annotation given as text)")
