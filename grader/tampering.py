@@ -50,7 +50,20 @@ MODULES = {
     "pdb": "runs code given as text",
     "bdb": "runs code given as text",
     "trace": "runs code given as text",
+    "shelve": "runs calls named in its data",
+    "dbm": "runs calls named in its data",
+    "sympy": "runs code given as text",
+    "numexpr": "runs code given as text",
+    "pkg_resources": "imports modules named by text",
 }
+# Submodules whose parent is ordinary: logging.config resolves "grader.execution.x" as text.
+SUBMODULES = {
+    "logging.config": "imports modules named by text",
+    "importlib.metadata": "imports modules named by text",
+    "torch.fx": "runs code given as text",
+    "torch.package": "runs calls named in its data",
+}
+
 # module.attribute pairs, for names that are ordinary elsewhere (torch.stack is no frame).
 QUALIFIED = {
     ("sys", "modules"): "reads sys.modules (other modules' objects)",
@@ -80,6 +93,7 @@ QUALIFIED = {
     ("types", "FunctionType"): "builds a function from code",
     ("importlib", "util"): "runs code from a file it names",
     ("importlib", "machinery"): "runs code from a file it names",
+    ("importlib", "metadata"): "imports modules named by text",
 }
 # Methods that intercept torch's calls made anywhere while they are active: a mode that answers
 # `-logits` with the logits undid a strict toy model's judging.
@@ -136,6 +150,15 @@ ATTRIBUTES = {
     "spec_from_loader": "runs code from a file it names",
     "run_path": "runs code from a file it names",
     "run_module": "runs code from a module named by text",
+    "BaseConfigurator": "imports modules named by text",
+    "DictConfigurator": "imports modules named by text",
+    "dictConfig": "imports modules named by text",
+    "fileConfig": "imports modules named by text",
+    "EntryPoint": "imports modules named by text",
+    "entry_points": "imports modules named by text",
+    "resolve_name": "imports modules named by text",
+    "_import_dotted_name": "imports modules named by text",
+    "_exec_with_source": "runs code given as text",
     # The class tree of a handed object: for k in type(model).__mro__: k._call_impl = f
     "__mro__": "walks the class tree",
     "__bases__": "walks the class tree",
@@ -176,8 +199,10 @@ DESCRIPTIVE = ("__class__", "__name__", "__qualname__", "__doc__")  # __class__:
 BY_NAME = ("getattr", "setattr", "delattr", "hasattr")
 # The attributes of QUALIFIED, reached by getattr(x, "name") from whatever x is: the module
 # behind x may be an alias or a call away (getattr(_sys, "modules")). Not "stack": torch has one.
+# Nor a submodule's name, which other objects have too (getattr(model, "config", None)).
 BY_NAME_QUALIFIED = {attribute: what for (_, attribute), what in QUALIFIED.items()
-                     if attribute != "stack"}  # fmt: skip
+                     if attribute not in ("stack", "util", "machinery", "metadata",
+                                          "monitoring")}  # fmt: skip
 # A module named as text: sys.modules.get("grader.execution"), however sys.modules was reached.
 # ("problems" alone is a plain word; problems.<slug> is a module.)
 KIT_MODULE_TEXT = re.compile(r"(grader|_?pytest)(\.\w+)*|pluggy|problems(\.\w+)+")
@@ -439,6 +464,12 @@ class _NameValues:
         index = next((i for i, a in enumerate(positional) if a is argument), None)
         if index is None and argument not in spec.kwonlyargs:
             return None  # *args, **kwargs
+        # Every call site costs a step: a helper called thousands of times from thousands of
+        # getattr calls must not take the report minutes.
+        self.steps += len(self.called[name])
+        self.file_steps += len(self.called[name])
+        if self.steps > self.STEPS or self.file_steps > self.FILE_STEPS:
+            return None
         parts = []
         for call in self.called[name]:
             if any(isinstance(a, ast.Starred) for a in call.args) or any(
@@ -513,6 +544,9 @@ def _import_leads(node: ast.AST, importers: set[str]) -> Iterator[Lead]:
             pair = (node.module, alias.name)
             if pair in QUALIFIED:
                 yield Lead(node.lineno, f"{QUALIFIED[pair]} ({'.'.join(pair)})")
+            elif f"{node.module}.{alias.name}" in SUBMODULES:  # from logging import config
+                what = SUBMODULES[f"{node.module}.{alias.name}"]
+                yield Lead(node.lineno, f"{what} ({node.module}.{alias.name})")
             elif alias.name in ATTRIBUTES:  # from torch.nn.modules.module import register_...
                 yield Lead(node.lineno, f"{ATTRIBUTES[alias.name]} ({'.'.join(pair)})")
     elif _is_import_call(node, importers):
@@ -525,6 +559,9 @@ def _import_leads(node: ast.AST, importers: set[str]) -> Iterator[Lead]:
     for module in modules:
         if module == "torch.library" or module.startswith("torch.library."):
             yield Lead(node.lineno, f"{QUALIFIED['torch', 'library']} ({module})")
+        for sub, what in SUBMODULES.items():
+            if module == sub or module.startswith(sub + "."):
+                yield Lead(node.lineno, f"{what} ({module})")
         top = module.split(".")[0]
         if top in MODULES:
             yield Lead(node.lineno, f"{MODULES[top]} ({module})")

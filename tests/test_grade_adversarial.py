@@ -400,7 +400,12 @@ def test_hostile_token_ids_fail_without_the_grader_making_room_for_them(tmp_path
     assert passed(out, "huge_token_ids") <= passed(out, "control_constant")
     results = json.loads((out / "huge_token_ids" / "results.json").read_text())
     counted = next(t for t in results["tests"] if "keeps_everything" in t["name"])
-    assert "tokens outside the vocabulary were sampled" in counted["output"], counted["output"]
+    # Its patch of the sandbox's probe loader reaches nothing where the sandbox forgets the
+    # kit's modules before importing a file: the probe's own look at the ids fails first.
+    assert (
+        "tokens outside the vocabulary were sampled" in counted["output"]
+        or "Storage size calculation overflowed" in counted["output"]
+    ), counted["output"]
 
 
 # sample_group's reference behind a model wrapper that hides the KV cache (or turns autograd

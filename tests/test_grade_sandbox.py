@@ -867,3 +867,32 @@ def scale(x):
     impl = load_implementation(problem, spec)
     assert impl.scale(3) == 6
     impl.close()
+
+
+PATCHES_THE_GRADER = """
+import importlib
+import numpy as np
+
+try:  # the grader's in-place check switched off, its module found by a name built as text
+    importlib.import_module("gra" + "der.execution")._changed_arguments = lambda *a: []
+    found = "imported"
+except Exception as exc:
+    found = type(exc).__name__
+
+def scale(x):
+    x *= 2
+    return found
+"""
+
+
+def test_the_kits_modules_a_submission_imports_by_name_are_fresh_copies(tmp_path):
+    # logging.config's resolver, given "grader.execution.__setattr__" built as text, switched
+    # the check off in the sandbox: a solution that changed its inputs rose from 3.6 to 25 of
+    # 27 with no lead. Its process now forgets the kit's modules before importing the file.
+    problem = make_problem(tmp_path, PATCHES_THE_GRADER)
+    impl = load_implementation(problem, f"sandbox:{tmp_path / 'toy.py'}")
+    try:
+        with pytest.raises(SubmissionError, match="changed its input argument 1 in place"):
+            impl.scale(np.ones(3))
+    finally:
+        impl.close()

@@ -9,21 +9,41 @@ rewrite any of it. The grader accepts only plain data from it and judges that da
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from grader.errors import describe_exception
 from grader.execution import Session, import_failure, load_file, load_source, solution_namespace
 from grader.sandbox import frames
 
+# The kit's own packages: this process's grader (the session, the value encoder, the in-place
+# check) and the probes' support (toy models).
+KIT_PACKAGES = ("grader", "problems")
+
+
+def _forget_kit_modules() -> None:
+    """Take the kit's modules out of sys.modules before the submission runs.
+
+    The objects in use keep working (they hold their modules), but no lookup by name reaches
+    them: an import of "grader.execution" built at run time, or a resolver of dotted names
+    (logging.config's, an entry point's, pkgutil's), gets a fresh copy that nothing uses, so
+    patching it (execution._changed_arguments, values.encode) changes nothing.
+    """
+    for name in list(sys.modules):
+        if name.split(".")[0] in KIT_PACKAGES:
+            del sys.modules[name]
+
 
 def _load(request: dict) -> tuple[dict, Session | None]:
     slug, filename = str(request["slug"]), str(request["filename"])
+    # The probes first: they import the kit's modules, which are then forgotten.
+    probes_path = request.get("probes")
+    probes = load_file(Path(probes_path), f"probes_{slug}") if probes_path else None
+    _forget_kit_modules()
     try:
         module = load_source(str(request["source"]), f"solution_{slug}", filename)
     except BaseException as exc:  # noqa: BLE001 - importing a submission may raise anything
         return {"failed": import_failure(exc, filename)}, None
-    probes_path = request.get("probes")
-    probes = load_file(Path(probes_path), f"probes_{slug}") if probes_path else None
     solution = solution_namespace(module, list(request["names"]), filename)
     return {"loaded": True}, Session(solution, probes)
 
