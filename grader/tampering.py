@@ -56,6 +56,10 @@ MODULES = {
     "numexpr": "runs code given as text",
     "pkg_resources": "imports modules named by text",
 }
+# Keyword arguments that let a loader run the calls its data names (pickle): the data may be
+# bytes built at run time (torch.load(io.BytesIO(data), weights_only=False) ran exec on text
+# no scan reads).
+UNPICKLING = {"weights_only": False, "allow_pickle": True}
 # Submodules whose parent is ordinary: logging.config resolves "grader.execution.x" as text.
 SUBMODULES = {
     "logging.config": "imports modules named by text",
@@ -565,6 +569,14 @@ def _import_leads(node: ast.AST, importers: set[str]) -> Iterator[Lead]:
         top = module.split(".")[0]
         if top in MODULES:
             yield Lead(node.lineno, f"{MODULES[top]} ({module})")
+    if isinstance(node, ast.Call):
+        for keyword in node.keywords:
+            safe = isinstance(
+                keyword.value, ast.Constant
+            ) and keyword.value.value is not UNPICKLING.get(keyword.arg)
+            if keyword.arg in UNPICKLING and not safe:
+                yield Lead(node.lineno, f"loads pickled data, which runs the calls it names "
+                                        f"({keyword.arg}=)")  # fmt: skip
 
 
 def _intercept_leads(node: ast.AST) -> Iterator[Lead]:

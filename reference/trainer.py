@@ -556,7 +556,7 @@ class Trainer:
                 "or point --output-dir at the run to continue"
             )
         # On the CPU: generator states must stay there; load_state_dict moves the rest.
-        state = torch.load(self.checkpoint_path, map_location="cpu", weights_only=False)
+        state = torch.load(self.checkpoint_path, map_location="cpu", weights_only=True)
         self.policy.load_state_dict(state["policy"])
         if state["ref_model"] is not None and self.ref_model is not None:
             self.ref_model.load_state_dict(state["ref_model"])

@@ -386,3 +386,12 @@ def test_resolvers_of_dotted_names_are_leads():
                 "r = config.BaseConfigurator({}).resolve\nfrom importlib.metadata import EntryPoint\n"
                 "import shelve\nx = getattr(model, 'config', None)\n")  # fmt: skip
     assert sorted({lead.line for lead in leads(resolved)}) == [1, 2, 3, 4, 5]
+
+
+def test_loaders_told_to_unpickle_are_leads():
+    # Protocol-0 bytes built from ints, handed to torch.load(io.BytesIO(data), weights_only=False),
+    # ran exec on text that switched strict off (43.4 -> 48.7 of 50 with no lead).
+    loaded = ("a = torch.load(io.BytesIO(data), weights_only=False)\n"
+              "b = np.load(f, allow_pickle=True)\nc = np.load(f, allow_pickle=flag)\n"
+              "d = torch.load(path, weights_only=True)\ne = np.load(f)\n")  # fmt: skip
+    assert [lead.line for lead in leads(loaded)] == [1, 2, 3]
