@@ -1,494 +1,40 @@
-"""Leads for the instructor: code in a submission that reaches into the grader or out of its process.
-
-The tests judge what a submission's process sends back. Values (log-probs, weights, rewards)
-can only come out right from working code, but a few tests also read what a probe recorded in
-that process: how a toy model was called, whether autograd was on. A file that edits those
-records, patches the value encoder or walks up the stack to the probe's frames can claim
-behaviour it does not have, and no test can see it. Its source shows it. Like the similarity
-report, these are leads to read, not verdicts; the kit's own solutions give none.
-"""
+"""The scan: a submission's syntax tree walked once per rule, each rule yielding its leads."""
 
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
-# Modules a solution has no use for: the kit's own, the test runner's, and ways out of Python.
-MODULES = {
-    "grader": "imports the grader",
-    "problems": "imports the kit's tests and probes",
-    "pytest": "imports the test runner",
-    "_pytest": "imports the test runner",
-    "pluggy": "imports the test runner's plugins",
-    "gc": "walks the interpreter's objects",
-    "ctypes": "writes memory directly",
-    "builtins": "reaches Python's builtins",
-    "subprocess": "starts processes",
-    "multiprocessing": "starts processes",
-    "signal": "handles signals",
-    "socket": "opens sockets",
-    # Modules that find another module, or run code, from text or bytes the scan cannot read:
-    # pkgutil.resolve_name("gra" + "der.execution"), a pickle whose data calls import_module.
-    "pkgutil": "imports modules named by text",
-    "pydoc": "imports modules named by text",
-    "unittest": "patches objects named by text",
-    "pickle": "runs calls named in its data",
-    "_pickle": "runs calls named in its data",
-    "copyreg": "runs calls named in its data",
-    "marshal": "loads code built at run time",
-    # Modules that run code given as text or from a file, as exec does: the text may be built
-    # at run time (timeit.timeit("".join(map(chr, ...)), globals={"model": model})).
-    "timeit": "runs code given as text",
-    "code": "runs code given as text",
-    "codeop": "builds code at run time",
-    "runpy": "runs code from a file or module named by text",
-    "doctest": "runs code given as text",
-    "cProfile": "runs code given as text",
-    "profile": "runs code given as text",
-    "pdb": "runs code given as text",
-    "bdb": "runs code given as text",
-    "trace": "runs code given as text",
-    "shelve": "runs calls named in its data",
-    "dbm": "runs calls named in its data",
-    "sympy": "runs code given as text",
-    "numexpr": "runs code given as text",
-    "pkg_resources": "imports modules named by text",
-}
-# Keyword arguments that let a loader run the calls its data names (pickle): the data may be
-# bytes built at run time (torch.load(io.BytesIO(data), weights_only=False) ran exec on text
-# no scan reads).
-UNPICKLING = {"weights_only": False, "allow_pickle": True}
-# Submodules whose parent is ordinary: logging.config resolves "grader.execution.x" as text.
-SUBMODULES = {
-    "logging.config": "imports modules named by text",
-    "importlib.metadata": "imports modules named by text",
-    "torch.fx": "runs code given as text",
-    "torch.package": "runs calls named in its data",
-}
-
-# module.attribute pairs, for names that are ordinary elsewhere (torch.stack is no frame).
-QUALIFIED = {
-    ("sys", "modules"): "reads sys.modules (other modules' objects)",
-    ("sys", "_getframe"): "reads the caller's frame",
-    ("inspect", "currentframe"): "reads the caller's frame",
-    ("inspect", "stack"): "reads the caller's frames",
-    ("inspect", "getouterframes"): "reads the caller's frames",
-    ("os", "kill"): "signals a process",
-    ("os", "_exit"): "ends its process",
-    ("os", "fork"): "starts processes",
-    # Attributes reached by a name given as text, past every check of `.name` and getattr().
-    ("operator", "attrgetter"): "reads attributes named by text",
-    ("operator", "methodcaller"): "calls methods named by text",
-    ("inspect", "getmembers"): "reads every attribute of an object",
-    ("inspect", "getmembers_static"): "reads every attribute of an object",
-    ("inspect", "getattr_static"): "reads attributes past the object's own rules",
-    # The module an object's class was defined in: a toy model's own globals (its `torch`).
-    ("inspect", "getmodule"): "finds the module of an object",
-    # torch's operators replaced for every caller, a toy model's and a probe's included.
-    ("torch", "library"): "replaces torch's own operators",
-    ("sys", "monitoring"): "runs its code at every call, the probe's too (sys.monitoring)",
-    # Annotations given as text are run as code (eval) by these, and by singledispatch.
-    ("typing", "get_type_hints"): "runs annotations given as text",
-    ("typing", "ForwardRef"): "runs annotations given as text",
-    ("inspect", "get_annotations"): "runs annotations given as text",
-    ("types", "CodeType"): "builds code at run time",
-    ("types", "FunctionType"): "builds a function from code",
-    ("importlib", "util"): "runs code from a file it names",
-    ("importlib", "machinery"): "runs code from a file it names",
-    ("importlib", "metadata"): "imports modules named by text",
-}
-# Methods that intercept torch's calls made anywhere while they are active: a mode that answers
-# `-logits` with the logits undid a strict toy model's judging.
-INTERCEPTS = ("__torch_function__", "__torch_dispatch__")
-ATTRIBUTES = {
-    "f_back": "walks up the stack",
-    "f_globals": "reads a frame's globals",
-    "f_locals": "reads a frame's locals",
-    "f_builtins": "reads a frame's builtins",
-    "tb_frame": "reads a traceback's frames",
-    "gi_frame": "reads a generator's frame",
-    "__globals__": "reads a function's globals",
-    "__builtins__": "reaches Python's builtins",
-    "__subclasses__": "walks the class tree",
-    "__dict__": "reads an object's attributes as a dict",
-    # What the probes and toy models keep: records of calls and their strictness.
-    "calls": "touches a record of calls (a probe's)",
-    "strict": "touches a toy model's strictness (a probe's)",
-    "judged": "touches how a toy model judges its calls (a probe's)",
-    "grad_steps": "touches an optimizer's records (a probe's)",
-    "__setattr__": "sets attributes past the object's own rules",
-    "__delattr__": "deletes attributes past the object's own rules",
-    "__getattribute__": "reads attributes past the object's own rules",
-    "__dir__": "lists every attribute of an object",
-    # An object's attributes as a dict, read or written back, with no attribute named
-    # (Python 3.11's object.__getstate__ returns __dict__ itself; nn.Module.__setstate__ updates it).
-    "__getstate__": "reads an object's attributes as a dict",
-    "__setstate__": "sets an object's attributes from a dict",
-    "__reduce__": "reads an object's attributes as a dict",
-    "__reduce_ex__": "reads an object's attributes as a dict",
-    # A hook runs inside a model's call: it can rewrite what a toy model answered (its judging
-    # undone) or switch autograd off around it.
-    # A dotted field given as text ("0.__dict__") resolved to the object itself.
-    "get_field": "reads attributes named by text (string.Formatter)",
-    # A trace or profile function runs at every call and return, a toy model's included: it
-    # can switch autograd off around forward. Frames reached without f_back or f_locals.
-    "setprofile": "runs its code at every call, the probe's too (a profiler)",
-    "settrace": "runs its code at every line, the probe's too (a tracer)",
-    "setprofile_all_threads": "runs its code at every call, the probe's too (a profiler)",
-    "settrace_all_threads": "runs its code at every line, the probe's too (a tracer)",
-    "addaudithook": "runs its code at the interpreter's events (an audit hook)",
-    "_current_frames": "reads every thread's frames",
-    "walk_stack": "walks up the stack",
-    "walk_tb": "reads a traceback's frames",
-    "getargvalues": "reads a frame's locals",
-    # A function's code, rebuilt with other names (code.replace(co_names=...)) and run as a
-    # new function (types.FunctionType, type(f)): an attribute read by a name built as text.
-    "__code__": "reads or rebuilds a function's code",
-    "gi_code": "reads or rebuilds a function's code",
-    "cr_code": "reads or rebuilds a function's code",
-    "ag_code": "reads or rebuilds a function's code",
-    "exec_module": "runs code from a file it names",
-    "spec_from_file_location": "runs code from a file it names",
-    "spec_from_loader": "runs code from a file it names",
-    "run_path": "runs code from a file it names",
-    "run_module": "runs code from a module named by text",
-    "BaseConfigurator": "imports modules named by text",
-    "DictConfigurator": "imports modules named by text",
-    "dictConfig": "imports modules named by text",
-    "fileConfig": "imports modules named by text",
-    "EntryPoint": "imports modules named by text",
-    "entry_points": "imports modules named by text",
-    "resolve_name": "imports modules named by text",
-    "_import_dotted_name": "imports modules named by text",
-    "_exec_with_source": "runs code given as text",
-    # The class tree of a handed object: for k in type(model).__mro__: k._call_impl = f
-    "__mro__": "walks the class tree",
-    "__bases__": "walks the class tree",
-    "__base__": "walks the class tree",
-    "getmro": "walks the class tree",
-    "register_forward_hook": "rewrites what a model's forward returns (a hook)",
-    "register_forward_pre_hook": "runs its code inside a model's call (a hook)",
-    "register_module_forward_hook": "rewrites what every model's forward returns (a hook)",
-    "register_module_forward_pre_hook": "runs its code inside every model's call (a hook)",
-}
-# The dicts those functions fill, filled directly: torch.nn.modules.module's
-# _global_forward_hooks, a model's own _forward_pre_hooks.
-ATTRIBUTES |= {
-    f"_{scope}{kind}_hooks{extra}": "runs its code inside a model's call (a hook's dict)"
-    for scope in ("", "global_")
-    for kind in ("forward", "forward_pre", "backward", "backward_pre")
-    for extra in ("", "_with_kwargs", "_always_called")
-}
-# Assigning to a module's attribute (torch.is_grad_enabled = ...) changes what every module
-# that calls it sees, a probe's and a toy model's included.
-PATCH = "patches a module it imported"
-# Giving a handed object another class replaces every method it has, a toy model's judging and
-# recording included, with none of them named.
-CLASS_SWAP = "changes the class of an object it was handed"
-ALIAS_ROUNDS = 8  # rounds of `M = torch.nn.Module`-style names followed for the patch rule
-MAX_ALIASES = 64  # `m = model` names followed back from a swapped object, at most
-# What a toy model and a probe ask torch about autograd, replaced wherever torch was reached
-# from (t = [torch][0]; t.is_grad_enabled = ...: no import names it), and special methods set
-# on a class from outside it (Tensor.__neg__ undoes a strict model's -logits).
-ASKED = ("is_grad_enabled", "is_inference_mode_enabled")
-# A model's methods set on the object itself (model.forward = f): the toy model's calls
-# are judged and recorded however f chooses to call them. (.logits is an output's field.)
-REPLACED = ("forward", "record", "_call_impl", "_wrapped_call_impl")
-DESCRIPTIVE = ("__class__", "__name__", "__qualname__", "__doc__")  # __class__: its own rule
-# Builtins that reach an attribute by a name given as text: called directly, the name shows
-# (getattr(model, "calls")); bound to another name or handed to another function
-# (`put = setattr`, functools.partial(setattr, ...)), it no longer does.
-BY_NAME = ("getattr", "setattr", "delattr", "hasattr")
-# The attributes of QUALIFIED, reached by getattr(x, "name") from whatever x is: the module
-# behind x may be an alias or a call away (getattr(_sys, "modules")). Not "stack": torch has one.
-# Nor a submodule's name, which other objects have too (getattr(model, "config", None)).
-BY_NAME_QUALIFIED = {attribute: what for (_, attribute), what in QUALIFIED.items()
-                     if attribute not in ("stack", "util", "machinery", "metadata",
-                                          "monitoring")}  # fmt: skip
-# A module named as text: sys.modules.get("grader.execution"), however sys.modules was reached.
-# ("problems" alone is a plain word; problems.<slug> is a module.)
-KIT_MODULE_TEXT = re.compile(r"(grader|_?pytest)(\.\w+)*|pluggy|problems(\.\w+)+")
-# What a probe records, also when only named by text (operator.attrgetter("calls")).
-RECORDS = ("calls", "strict", "judged", "grad_steps")
-DOTTED = re.compile(r"\.(" + "|".join(map(re.escape, ATTRIBUTES)) + r")(?!\w)")
-# A toy model's methods that judge and record its calls (problems/support/toy_models.py).
-TOY_METHODS = ("record", "logits", *RECORDS)
-# Methods whose call reaches past what a solution is handed: a toy model's raw scores skip the
-# judging of its calls.
-CALLED = {"logits": "calls a toy model's scoring directly (a probe's)"}
-
-
-# Builtins that run or reach code this scan cannot read.
-HIDDEN = {
-    "exec": "runs code built at run time",
-    "eval": "runs code built at run time",
-    "compile": "builds code at run time",
-    "globals": "reads its module's globals",
-    "vars": "reads an object's attributes as a dict",
-    "dir": "lists every attribute of an object",
-}
+from grader.tampering.names import NameValues
+from grader.tampering.rules import (
+    ALIAS_ROUNDS,
+    ASKED,
+    ATTRIBUTES,
+    BY_NAME,
+    BY_NAME_QUALIFIED,
+    CALLED,
+    CLASS_SWAP,
+    DESCRIPTIVE,
+    DOTTED,
+    HIDDEN,
+    INTERCEPTS,
+    KIT_MODULE_TEXT,
+    MAX_ALIASES,
+    MODULES,
+    PATCH,
+    QUALIFIED,
+    REPLACED,
+    SUBMODULES,
+    TOY_METHODS,
+    UNPICKLING,
+)
 
 
 @dataclass(frozen=True)
 class Lead:
     line: int
     what: str
-
-
-class _NameValues:
-    """What text a name handed to getattr or hasattr may hold, as far as the source shows it.
-
-    `values(expr)` is the set of strings `expr` may be, or None when the source does not tell:
-    a name bound to something else than text the source shows (a loop over a call, a class
-    attribute, a parameter of a function called with a built name or used as a value). A name
-    is looked up in its function, then in those around it (every binding there counts, before
-    or after the use); a name declared global or nonlocal anywhere, in the whole file.
-    """
-
-    DEPTH = 16
-    # Steps to follow one name back, and all names of a file together: a file built so that
-    # names lead to many others (a helper called 100 times, its caller too, ...) gets a lead
-    # rather than a report that takes forever.
-    STEPS, FILE_STEPS = 5_000, 500_000
-    SCOPES = (
-        ast.FunctionDef,
-        ast.AsyncFunctionDef,
-        ast.Lambda,
-        ast.ClassDef,
-        ast.ListComp,
-        ast.SetComp,
-        ast.DictComp,
-        ast.GeneratorExp,
-    )
-
-    def __init__(self, nodes: list[ast.AST], parents: dict[int, ast.AST]):
-        self.parents = parents
-        self.bindings: dict[tuple[int, str], list[ast.AST]] = {}
-        self.everywhere: dict[str, list[ast.AST]] = {}
-        self.functions: dict[str, list[ast.AST]] = {}
-        self.called: dict[str, list[ast.Call]] = {}
-        self.loaded: dict[str, int] = {}  # loads of a name that are not a call's function
-        self.shared = {name for node in nodes if isinstance(node, ast.Global | ast.Nonlocal)
-                       for name in node.names}  # fmt: skip
-        calls = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
-        for node in nodes:
-            bound = None
-            if isinstance(node, ast.Name):
-                if isinstance(node.ctx, ast.Store | ast.Del):
-                    bound = node.id
-                elif id(node) not in calls:
-                    self.loaded[node.id] = self.loaded.get(node.id, 0) + 1
-            elif isinstance(node, ast.arg):
-                bound = node.arg
-            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                self.functions.setdefault(node.name, []).append(node)
-                bound = node.name
-            elif isinstance(node, ast.Import | ast.ImportFrom):
-                for alias in node.names:
-                    name = (alias.asname or alias.name).split(".")[0]
-                    self._bind(self.scope(node), name, alias)
-            elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
-                bound = node.name
-            if bound is not None:
-                where = (
-                    self.scope(self.parents.get(id(node), node))
-                    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-                    else self.scope(node)
-                )
-                self._bind(where, bound, node)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                self.called.setdefault(node.func.id, []).append(node)
-        self.fields = {statement.target.id for node in nodes if isinstance(node, ast.ClassDef)
-                       for statement in node.body if isinstance(statement, ast.AnnAssign)
-                       and isinstance(statement.target, ast.Name)}  # fmt: skip
-        self.busy: set[tuple[int, str]] = set()
-        self.steps = self.file_steps = 0
-
-    def held(self, node: ast.expr) -> set[str] | None:
-        """The strings `node` may be (see the class), within this name's share of steps."""
-        self.steps = 0
-        return self.values(node)
-
-    def _bind(self, scope: ast.AST | None, name: str, node: ast.AST) -> None:
-        self.bindings.setdefault((id(scope), name), []).append(node)
-        self.everywhere.setdefault(name, []).append(node)
-
-    def scope(self, node: ast.AST) -> ast.AST | None:
-        """The function (or class) whose name `node` binds or reads; None: the module."""
-        while id(node) in self.parents:
-            node = self.parents[id(node)]
-            if isinstance(node, self.SCOPES):
-                return node
-        return None
-
-    def lookup(self, node: ast.AST, name: str) -> tuple[int, list[ast.AST]] | None:
-        """The bindings a use of `name` at `node` may read, keyed for cycles; None if none."""
-        if name in self.shared:
-            found = self.everywhere.get(name)
-            return (0, found) if found else None
-        scope, first = self.scope(node), True
-        while True:
-            # A class's names are not seen by the functions inside it.
-            if first or not isinstance(scope, ast.ClassDef):
-                found = self.bindings.get((id(scope), name))
-                if found:
-                    return id(scope), found
-            if scope is None:
-                return None
-            scope, first = self.scope(scope), False
-
-    def values(self, node: ast.expr, depth: int = 0) -> set[str] | None:
-        self.steps += 1
-        self.file_steps += 1
-        if depth > self.DEPTH or self.steps > self.STEPS or self.file_steps > self.FILE_STEPS:
-            return None
-        if isinstance(node, ast.Constant):
-            return {node.value} if isinstance(node.value, str) else set()
-        if isinstance(node, ast.Name):
-            return self._name(node, depth + 1)
-        if (
-            isinstance(node, ast.Attribute)
-            and node.attr == "name"
-            and isinstance(node.value, ast.Name)
-            and self._over_fields(node.value)
-        ):
-            return set(self.fields)  # f.name for f in fields(x): a dataclass's field names
-        if isinstance(node, ast.IfExp):
-            return self._union([node.body, node.orelse], depth + 1)
-        return None
-
-    def _union(self, parts, depth: int) -> set[str] | None:
-        found: set[str] = set()
-        for part in parts:
-            more = self.values(part, depth)
-            if more is None:
-                return None
-            found |= more
-        return found
-
-    def _items(self, node: ast.expr, depth: int) -> set[str] | None:
-        """The strings a loop over `node` may give."""
-        if depth > self.DEPTH:
-            return None
-        if isinstance(node, ast.Tuple | ast.List | ast.Set):
-            return self._union(node.elts, depth + 1)
-        if isinstance(node, ast.Dict) and None not in node.keys:
-            return self._union(node.keys, depth + 1)
-        if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp):
-            return self.values(node.elt, depth + 1)  # [f.name for f in fields(Rollout)]
-        if not isinstance(node, ast.Name):
-            return None
-        found = self.lookup(node, node.id)
-        if found is None:
-            return None
-        key = (found[0], "items " + node.id)
-        if key in self.busy:
-            return set()
-        self.busy.add(key)
-        try:
-            items: set[str] = set()
-            for binding in found[1]:
-                parent = self.parents.get(id(binding))
-                if not (isinstance(parent, ast.Assign) and parent.targets == [binding]):
-                    return None
-                more = self._items(parent.value, depth + 1)
-                if more is None:
-                    return None
-                items |= more
-            return items
-        finally:
-            self.busy.discard(key)
-
-    def _over_fields(self, node: ast.Name) -> bool:
-        """`node` is bound only as a loop's name over fields(...) or dataclasses.fields(...)."""
-        found = self.lookup(node, node.id)
-        for binding in found[1] if found else []:
-            loop = self.parents.get(id(binding))
-            if not (isinstance(loop, ast.For | ast.comprehension) and loop.target is binding):
-                return False
-            source = loop.iter
-            function = source.func if isinstance(source, ast.Call) else None
-            if not ((isinstance(function, ast.Name) and function.id == "fields")
-                    or (isinstance(function, ast.Attribute) and function.attr == "fields"
-                        and isinstance(function.value, ast.Name)
-                        and function.value.id == "dataclasses")):  # fmt: skip
-                return False
-        return found is not None
-
-    def _name(self, node: ast.Name, depth: int) -> set[str] | None:
-        found = self.lookup(node, node.id)
-        if found is None:
-            return None
-        key = (found[0], node.id)
-        if key in self.busy:
-            return set()  # a cycle adds nothing the other bindings do not
-        self.busy.add(key)
-        try:
-            values: set[str] = set()
-            for binding in found[1]:
-                more = self._binding(binding, depth)
-                if more is None:
-                    return None
-                values |= more
-            return values
-        finally:
-            self.busy.discard(key)
-
-    def _binding(self, binding: ast.AST, depth: int) -> set[str] | None:
-        parent = self.parents.get(id(binding))
-        if isinstance(binding, ast.arg):
-            return self._parameter(binding, parent, depth)
-        if isinstance(parent, ast.Assign) and parent.targets == [binding]:
-            return self.values(parent.value, depth)
-        if isinstance(parent, ast.AnnAssign) and parent.target is binding and parent.value:
-            return self.values(parent.value, depth)
-        if isinstance(parent, ast.For | ast.comprehension) and parent.target is binding:
-            return self._items(parent.iter, depth)
-        return None
-
-    def _parameter(self, argument: ast.arg, arguments: ast.AST, depth: int) -> set[str] | None:
-        """A parameter's values: what every call of its function passes, its default if a call
-        may leave it out; None for a function used otherwise than called by its name."""
-        function = self.parents.get(id(arguments))
-        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
-            return None
-        name = function.name
-        if (len(self.functions.get(name, [])) != 1 or self.loaded.get(name)
-                or len(self.everywhere.get(name, [])) != 1 or not self.called.get(name)
-                or isinstance(self.parents.get(id(function)), ast.ClassDef)):  # fmt: skip
-            return None
-        spec = function.args
-        positional = [*spec.posonlyargs, *spec.args]
-        defaults = {a.arg: d for a, d in zip(positional[len(positional) - len(spec.defaults):],
-                                             spec.defaults, strict=True)}  # fmt: skip
-        defaults |= {a.arg: d for a, d in zip(spec.kwonlyargs, spec.kw_defaults, strict=True)
-                     if d is not None}  # fmt: skip
-        index = next((i for i, a in enumerate(positional) if a is argument), None)
-        if index is None and argument not in spec.kwonlyargs:
-            return None  # *args, **kwargs
-        # Every call site costs a step: a helper called thousands of times from thousands of
-        # getattr calls must not take the report minutes.
-        self.steps += len(self.called[name])
-        self.file_steps += len(self.called[name])
-        if self.steps > self.STEPS or self.file_steps > self.FILE_STEPS:
-            return None
-        parts = []
-        for call in self.called[name]:
-            if any(isinstance(a, ast.Starred) for a in call.args) or any(
-                keyword.arg is None for keyword in call.keywords
-            ):
-                return None
-            given = [k.value for k in call.keywords if k.arg == argument.arg]
-            if index is not None and index < len(call.args):
-                given.append(call.args[index])
-            if not given:
-                if argument.arg not in defaults:
-                    return None
-                given = [defaults[argument.arg]]
-            parts += given
-        return self._union(parts, depth + 1)
 
 
 def _root(node: ast.expr) -> str | None:
@@ -587,7 +133,7 @@ def _intercept_leads(node: ast.AST) -> Iterator[Lead]:
 
 
 def _builtin_leads(
-    node: ast.AST, called: set[int], built: Collection[str] = (), names: _NameValues | None = None
+    node: ast.AST, called: set[int], built: Collection[str] = (), names: NameValues | None = None
 ) -> Iterator[Lead]:
     """Builtins that run hidden code or reach an attribute by a name given as text."""
     if (
@@ -984,7 +530,7 @@ def leads(source: str) -> list[Lead]:
            and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
            and not isinstance(node.args[1], ast.Constant) for node in nodes):  # fmt: skip
         parents = {id(child): node for node in nodes for child in ast.iter_child_nodes(node)}
-        names = _NameValues(nodes, parents)
+        names = NameValues(nodes, parents)
     for node in nodes:
         found.update(_import_leads(node, importers))
         found.update(_intercept_leads(node))
