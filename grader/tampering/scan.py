@@ -1,4 +1,4 @@
-"""The scan: a submission's syntax tree walked once per rule, each rule yielding its leads."""
+"""The scan: a submission's syntax tree read once, every rule given each node and yielding leads."""
 
 from __future__ import annotations
 
