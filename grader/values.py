@@ -36,6 +36,9 @@ MAX_REQUEST_ELEMENTS = 16_000_000
 MAX_NDIM = 8
 MAX_STRING = 1_000_000
 MAX_DECIMAL = 1_000  # characters of a Decimal's text
+# Ints cross as JSON numbers, which Python reads and writes only up to 4,300 digits: a larger
+# one is refused here, the same way in a local run as in the sandbox. (2**14_000 has 4,215.)
+MAX_INT_BITS = 14_000
 MAX_FIELDS = 256
 # Int dict keys stay within int64: Python hashes an int modulo 2**61 - 1, so larger keys can be
 # chosen to collide, and a dict of N colliding keys takes N**2 steps to build.
@@ -62,6 +65,12 @@ class ProtocolError(ValueError):
 # ---------------------------------------------------------------- encoding
 
 
+def _int(value: int) -> int:
+    if value.bit_length() > MAX_INT_BITS:
+        raise UnsupportedValue(f"an int of more than {MAX_INT_BITS} bits (about 4,200 digits)")
+    return value
+
+
 def encode(value, depth: int = 0):
     """The JSON-able form of `value`; UnsupportedValue for anything that is not plain data.
 
@@ -71,14 +80,16 @@ def encode(value, depth: int = 0):
     if depth > MAX_DEPTH:
         raise UnsupportedValue("the value is nested too deeply")
     kind = type(value)
-    if value is None or kind is bool or kind is int:
+    if value is None or kind is bool:
         return value
+    if kind is int:
+        return _int(value)
     if kind is float:
         return value if math.isfinite(value) else {"__t": "float", "repr": repr(value)}
     if kind is list:
         return [encode(item, depth + 1) for item in value]
     if kind is fractions.Fraction:
-        return {"__t": "fraction", "num": value.numerator, "den": value.denominator}
+        return {"__t": "fraction", "num": _int(value.numerator), "den": _int(value.denominator)}
     if kind is decimal.Decimal:
         return {"__t": "decimal", "repr": str(value)}
     if isinstance(value, np.ndarray):
@@ -96,7 +107,7 @@ def encode(value, depth: int = 0):
             raise UnsupportedValue("a bytes value is longer than the limit")
         return {"__t": "bytes", "data": base64.b64encode(bytes.__bytes__(value)).decode("ascii")}
     if isinstance(value, int):
-        return int.__int__(value)
+        return _int(int.__int__(value))
     if isinstance(value, float):
         number = float.__float__(value)
         return number if math.isfinite(number) else {"__t": "float", "repr": repr(number)}
@@ -180,7 +191,11 @@ def decode(obj, budget: Budget | None = None, depth: int = 0):
     budget = Budget() if budget is None else budget
     if depth > MAX_DEPTH:
         raise ProtocolError("the value is nested too deeply")
-    if obj is None or type(obj) in (bool, int, float):
+    if obj is None or type(obj) in (bool, float):
+        return obj
+    if type(obj) is int:
+        if obj.bit_length() > MAX_INT_BITS:
+            raise ProtocolError("an int is larger than the limit")
         return obj
     if type(obj) is str:
         if len(obj) > MAX_STRING:
@@ -212,7 +227,8 @@ def decode(obj, budget: Budget | None = None, depth: int = 0):
         return _b64(obj.get("data"), 4 * MAX_STRING // 3 + 4)
     if tag == "fraction":
         num, den = obj.get("num"), obj.get("den")
-        if type(num) is not int or type(den) is not int or den <= 0:
+        if (type(num) is not int or type(den) is not int or den <= 0
+                or max(num.bit_length(), den.bit_length()) > MAX_INT_BITS):  # fmt: skip
             raise ProtocolError("bad fraction")
         return fractions.Fraction(num, den)
     if tag == "decimal":

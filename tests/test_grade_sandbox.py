@@ -9,6 +9,7 @@ crashes, leftover processes, students who try to reach each other.
 from __future__ import annotations
 
 import dataclasses
+import fractions
 import json
 import os
 import signal
@@ -161,6 +162,19 @@ def test_a_budget_caps_one_value_and_all_values_together():
         values.decode(values.encode(np.zeros(6)), values.Budget(8, parent=whole))
     with pytest.raises(values.ProtocolError):
         values.decode(values.encode(np.zeros(9)), values.Budget(8))
+
+
+def test_ints_beyond_what_json_text_carries_are_refused_alike_everywhere():
+    # The sandbox's JSON cannot read an int of more than 4,300 digits; a local run, which
+    # skips the text, refuses the same ints, so both give one verdict.
+    assert values.copy(2**values.MAX_INT_BITS - 1) == 2**values.MAX_INT_BITS - 1
+    for huge in (10**5000, -(10**5000), fractions.Fraction(1, 10**5000)):
+        with pytest.raises(values.UnsupportedValue):
+            values.encode(huge)
+    with pytest.raises(values.ProtocolError):
+        values.decode(10**5000)
+    with pytest.raises(values.ProtocolError):
+        values.decode({"__t": "fraction", "num": 1, "den": 10**5000})
 
 
 def test_arguments_may_be_larger_than_a_returned_value():

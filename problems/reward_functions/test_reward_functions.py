@@ -330,16 +330,15 @@ def test_numbers_of_thousands_of_digits(impl):
     nines, grouped = "9" * 5000, "1," + ",".join(["000"] * 1700)
     check_answers(impl, [
         (nines, nines),
-        ("1" + "0" * 5000, 10**5000),
-        (grouped, 10**5100),
+        ("1" + "0" * 5000, "1" + "0" * 5000),
         (grouped, "1" + "0" * 5100),
-        ("-" + nines, -(10**5000 - 1)),
+        ("-" + nines, "-" + nines),
         ("0." + "1" * 5000, "0." + "1" * 5000),
         ("7." + "0" * 5000, 7),
     ], expected=1.0)  # fmt: skip
     check_answers(impl, [
         (nines, nines[:-1] + "8"),
-        (nines, 10**5000),
+        (nines, "1" + "0" * 5000),
         ("0." + "1" * 5000, "0." + "1" * 4999),
     ], expected=0.0)  # fmt: skip
 
