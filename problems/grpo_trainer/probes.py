@@ -98,6 +98,19 @@ def build_model(spec: dict | None) -> torch.nn.Module | None:
     return model.train(spec.get("training", True))
 
 
+def watch_modes(model: torch.nn.Module) -> list:
+    """The model's `training` flag at each of its calls made with autograd on (the passes a
+    gradient comes from), appended as they happen."""
+    seen: list = []
+
+    def note(module, args):
+        if torch.is_grad_enabled():
+            seen.append(module.training)
+
+    model.register_forward_pre_hook(note)
+    return seen
+
+
 def modes(*models: torch.nn.Module | None) -> list:
     """Each model's `training` flag (None for no model)."""
     return [None if model is None else model.training for model in models]
@@ -295,6 +308,7 @@ def run_generate_rollout(
     """generate_rollout with a generator seeded `seed` (and torch's global generator seeded
     `global_seed`), and the calls of its reward function."""
     policy_model, ref_model = build_model(policy), build_model(ref)
+    loss_modes = watch_modes(policy_model)
     reward_fn = RecordingReward(reward)
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(global_seed)
@@ -312,6 +326,7 @@ def run_generate_rollout(
         "rollout": rollout_fields(rollout, "generate_rollout"),
         "reward_calls": reward_fn.calls,
         "training": modes(policy_model, ref_model),
+        "loss_modes": sorted(set(loss_modes)),
     }
 
 
@@ -374,6 +389,7 @@ def run_grpo_step(
     """grpo_step: its rollout and result, the reward calls, every step() and the weights after;
     torch's default device is `default_device` during the call."""
     network, ref_model = build_model(policy), build_model(ref)
+    loss_modes = watch_modes(network)
     recorder = build_optimizer(network, optimizer)
     reward_fn = RecordingReward(reward)
     generator = torch.Generator().manual_seed(seed)
@@ -392,6 +408,7 @@ def run_grpo_step(
         "steps": recorder.steps,
         "weights": weights(network),
         "training": modes(network, ref_model),
+        "loss_modes": sorted(set(loss_modes)),
     }
 
 

@@ -363,6 +363,11 @@ def test_rollout_holds_a_group_of_completions_per_prompt_in_order(impl):
         shape = tuple(getattr(r, name).shape)
         assert shape == (12,), f"{name} should have shape (B * G,) = (12,), got {shape}"
     assert r.old_logps is None, "generate_rollout leaves old_logps to optimize (None)"
+    # Also when the batch will be reused: optimize computes them, with its own pass.
+    r, _ = rollout_of(impl, groups=2, G=4, max_completion_length=3, num_iterations=3)
+    assert r.old_logps is None, (
+        "generate_rollout leaves old_logps to optimize (None), also with num_iterations=3"
+    )
 
 
 @pytest.mark.parametrize("temperature, top_k, top_p", [(0.7, 0, 1.0), (1.3, 4, 1.0), (1.0, 0, 0.6)])
@@ -1081,6 +1086,13 @@ def test_the_models_are_left_in_the_mode_they_came_in(impl):
                 f"{name} took a policy with training={training} and a reference model with "
                 f"training={not training}, and left them with {got['training']}: leave each "
                 "model in the mode it came in"
+            )
+            # And the loss's pass runs in it: switched to eval() and back, dropout is off for
+            # the very pass whose gradient the trainer steps on.
+            assert set(got["loss_modes"]) <= {training}, (
+                f"{name} took a policy with training={training} and ran its passes with "
+                f"autograd on in modes {got['loss_modes']}: compute the loss in the mode the "
+                "policy came in, without switching it for the pass"
             )
 
 
