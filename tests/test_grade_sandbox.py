@@ -910,3 +910,31 @@ def test_the_kits_modules_a_submission_imports_by_name_are_fresh_copies(tmp_path
             impl.scale(np.ones(3))
     finally:
         impl.close()
+
+
+@needs_bwrap
+def test_threads_within_the_process_limit_start_as_they_do_locally(tmp_path):
+    """glibc gave each thread an arena reserving 64 MiB of address space (up to 8 per core):
+    a solution splitting 4M positions over 16 threads failed "can't start new thread" under
+    the address-space limit alone, using a fraction of its memory."""
+    body = """
+import threading
+
+def scale(x):
+    barrier = threading.Barrier(x)
+    held = []
+
+    def work():
+        held.append(bytearray(1000))  # a malloc in this thread: an arena of its own
+        barrier.wait()
+
+    threads = [threading.Thread(target=work) for _ in range(x)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return len(held)
+"""
+    impl = sandboxed(tmp_path, body)
+    assert impl.scale(24) == 24
+    impl.close()

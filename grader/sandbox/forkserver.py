@@ -42,6 +42,10 @@ ENV = {
     "OMP_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
+    # glibc gives each new thread an arena of its own, up to 8 per core, and each reserves 64
+    # MiB of address space it mostly never uses: under the address-space limit a solution's
+    # 16 threads then "can't start new thread" beside 4M positions, which pass locally.
+    "MALLOC_ARENA_MAX": "2",
     "TORCHINDUCTOR_CACHE_DIR": "/tmp",
 }
 _uids = itertools.count()
