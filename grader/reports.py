@@ -62,7 +62,11 @@ def _cell(value: object) -> object:
     # The writer quotes a field holding "\n" (its line end) but not a lone "\r", which readers
     # take for the end of a row: a name holding one would start a row of its own.
     value = _CONTROLS.sub("\ufffd", value.replace("\r\n", "\n").replace("\r", "\n"))
-    return "'" + value if value.startswith(FORMULA_STARTS) else value
+    # Behind leading blanks too (" =1+1", a no-break or ideographic space, U+2028): a spreadsheet
+    # that trims a cell on import (Google Sheets' "trim whitespace", LibreOffice's "trim
+    # spaces") would then read the formula.
+    formula = value.startswith(FORMULA_STARTS) or value.lstrip().startswith(FORMULA_STARTS)
+    return "'" + value if formula else value
 
 
 def csv_text(rows: list[list]) -> str:

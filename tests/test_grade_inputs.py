@@ -426,6 +426,11 @@ def test_no_csv_cell_starts_a_formula():
         assert start in FORMULA_STARTS
         (row,) = csv.reader(io.StringIO(csv_text([[f"{start}1+1", 3, "fine"]]), newline=""))
         assert row == [f"'{start}1+1", "3", "fine"]
+    # Behind blanks a spreadsheet may trim on import (a space, a no-break or ideographic space, a
+    # Unicode line separator): an LMS name " =HYPERLINK(...)" reached the gradebook as it was.
+    for blanks in (" ", "  \u00a0", "\u3000", "\u2028", "\u2029 "):
+        (row,) = csv.reader(io.StringIO(csv_text([[f"{blanks}=1+1", "a =b"]]), newline=""))
+        assert row == [f"'{blanks}=1+1", "a =b"]
     # A carriage return, first or inside, must not end the row: it becomes a quoted line feed.
     rows = list(csv.reader(io.StringIO(csv_text([["\r=1", "Eve\r101,x", 1]]), newline="")))
     assert rows == [["'\n=1", "Eve\n101,x", "1"]]
