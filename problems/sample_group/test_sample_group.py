@@ -600,6 +600,22 @@ def test_top_k_one_is_greedy(impl):
     assert torch.all(result["logprobs"] == 0), "the one token left has probability 1"
 
 
+def test_removed_tokens_stay_removed_whatever_the_scale_of_the_kept_ones(impl):
+    # At tau = 1e-36 the kept logit divided by tau is about -3.6e35 (within the statement's
+    # 1e37): a "large negative" fill such as -1e9 or -1e30 for the removed tokens is then
+    # above it, and they are sampled instead. -inf (or float32's lowest) stays below.
+    probs = [0.7, 0.2, 0.07, 0.03]
+    for settings in ({"top_k": 1}, {"top_p": 0.5}):
+        result = sample(impl, constant(probs), prompts([0]), 64, 1, EOS3, temperature=1e-36,
+                        **settings)  # fmt: skip
+        sampled = sorted(set(result["completion_ids"].flatten().tolist()))
+        assert sampled == [0], (
+            f"with {settings} at temperature 1e-36 only token 0 is kept, but {sampled} were "
+            "sampled: set removed tokens to -inf, not to a large negative number"
+        )
+        assert torch.all(result["logprobs"] == 0), "the one token left has probability 1"
+
+
 def test_tiny_temperature_is_greedy(impl):
     spec, prompt_ids = {"kind": "ContextLM", "seed": 5, "vocab": 16}, prompts([1, 2], [6, 3])
     path = greedy(spec, prompt_ids, 6)
