@@ -308,7 +308,7 @@ def run_generate_rollout(
     """generate_rollout with a generator seeded `seed` (and torch's global generator seeded
     `global_seed`), and the calls of its reward function."""
     policy_model, ref_model = build_model(policy), build_model(ref)
-    loss_modes = watch_modes(policy_model)
+    grad_modes = watch_modes(policy_model)
     reward_fn = RecordingReward(reward)
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(global_seed)
@@ -326,7 +326,7 @@ def run_generate_rollout(
         "rollout": rollout_fields(rollout, "generate_rollout"),
         "reward_calls": reward_fn.calls,
         "training": modes(policy_model, ref_model),
-        "loss_modes": sorted(set(loss_modes)),
+        "grad_modes": sorted(set(grad_modes)),
     }
 
 
@@ -389,7 +389,7 @@ def run_grpo_step(
     """grpo_step: its rollout and result, the reward calls, every step() and the weights after;
     torch's default device is `default_device` during the call."""
     network, ref_model = build_model(policy), build_model(ref)
-    loss_modes = watch_modes(network)
+    grad_modes = watch_modes(network)
     recorder = build_optimizer(network, optimizer)
     reward_fn = RecordingReward(reward)
     generator = torch.Generator().manual_seed(seed)
@@ -408,7 +408,7 @@ def run_grpo_step(
         "steps": recorder.steps,
         "weights": weights(network),
         "training": modes(network, ref_model),
-        "loss_modes": sorted(set(loss_modes)),
+        "grad_modes": sorted(set(grad_modes)),
     }
 
 

@@ -1089,9 +1089,9 @@ def test_the_models_are_left_in_the_mode_they_came_in(impl):
             )
             # And the loss's pass runs in it: switched to eval() and back, dropout is off for
             # the very pass whose gradient the trainer steps on.
-            assert set(got["loss_modes"]) <= {training}, (
+            assert set(got["grad_modes"]) <= {training}, (
                 f"{name} took a policy with training={training} and ran its passes with "
-                f"autograd on in modes {got['loss_modes']}: compute the loss in the mode the "
+                f"autograd on in modes {got['grad_modes']}: compute the loss in the mode the "
                 "policy came in, without switching it for the pass"
             )
 
