@@ -39,6 +39,26 @@ def _readable_python(path: Path) -> str | None:
     return None
 
 
+def _uses_torch_compile(source: str) -> bool:
+    """`torch.compile` in the file (read or imported): it runs here but cannot compile in the
+    grading sandbox, where the C++ compiler has no room for its cache and headers."""
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "compile"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "torch"
+        ):
+            return True
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "torch"
+            and any(alias.name == "compile" for alias in node.names)
+        ):
+            return True
+    return False
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         problem = get_problem(args.slug)
@@ -70,6 +90,12 @@ def run(args: argparse.Namespace) -> int:
             "Tests of input handling and of promises a do-nothing solution keeps too (listed "
             "in problem.toml) earn their points times the share of the other points earned: "
             "make the computation right to earn them all."
+        )
+    if _uses_torch_compile(path.read_text(encoding="utf-8")):
+        print(
+            "note: this file uses torch.compile, which cannot compile where `grpo-kit grade` "
+            "runs solutions: a test that calls it passes here and fails when graded. Use plain "
+            "PyTorch."
         )
     print(f"{passed}/{len(outcomes)} tests passed, {sum(earned.values()):.4g}/{total:g} points")
     return 0 if outcomes and passed == len(outcomes) else 1
