@@ -116,8 +116,6 @@ ATTRIBUTES = {
     "__setstate__": "sets an object's attributes from a dict",
     "__reduce__": "reads an object's attributes as a dict",
     "__reduce_ex__": "reads an object's attributes as a dict",
-    # A hook runs inside a model's call: it can rewrite what a toy model answered (its judging
-    # undone) or switch autograd off around it.
     # A dotted field given as text ("0.__dict__") resolved to the object itself.
     "get_field": "reads attributes named by text (string.Formatter)",
     # A trace or profile function runs at every call and return, a toy model's included: it
@@ -156,6 +154,8 @@ ATTRIBUTES = {
     "__bases__": "walks the class tree",
     "__base__": "walks the class tree",
     "getmro": "walks the class tree",
+    # A hook runs inside a model's call: it can rewrite what a toy model answered (its judging
+    # undone) or switch autograd off around it.
     "register_forward_hook": "rewrites what a model's forward returns (a hook)",
     "register_forward_pre_hook": "runs its code inside a model's call (a hook)",
     "register_module_forward_hook": "rewrites what every model's forward returns (a hook)",
