@@ -22,27 +22,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _readable_python(path: Path) -> str | None:
-    """Why `path` cannot be tested, or None when it can."""
+def _parse_python(path: Path) -> ast.Module:
+    """The file's syntax tree; ValueError saying why it cannot be tested."""
     if not path.is_file():
-        return f"no such file: {path}"
+        raise ValueError(f"no such file: {path}")
     try:
         source = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        return f"{path} is not UTF-8 text: save it as UTF-8 and try again"
+        raise ValueError(f"{path} is not UTF-8 text: save it as UTF-8 and try again") from None
     if not source.strip():
-        return f"{path} is empty: start from the problem's stub"
+        raise ValueError(f"{path} is empty: start from the problem's stub")
     try:
-        ast.parse(source, filename=str(path))
+        return ast.parse(source, filename=str(path))
     except SyntaxError as exc:
-        return f"{path}, line {exc.lineno}: syntax error: {exc.msg}"
-    return None
+        raise ValueError(f"{path}, line {exc.lineno}: syntax error: {exc.msg}") from None
 
 
-def _uses_torch_compile(source: str) -> bool:
+def _uses_torch_compile(tree: ast.Module) -> bool:
     """`torch.compile` in the file (read or imported): it runs here but cannot compile in the
     grading sandbox, where the C++ compiler has no room for its cache and headers."""
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(tree):
         if (
             isinstance(node, ast.Attribute)
             and node.attr == "compile"
@@ -66,9 +65,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     path = (args.file or problem.stub).resolve()
-    problem_found = _readable_python(path)
-    if problem_found:
-        print(f"error: {problem_found}", file=sys.stderr)
+    try:
+        tree = _parse_python(path)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
 
     print(f"{problem.title}: testing {path}")
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
             "in problem.toml) earn their points times the share of the other points earned: "
             "make the computation right to earn them all."
         )
-    if _uses_torch_compile(path.read_text(encoding="utf-8")):
+    if _uses_torch_compile(tree):
         print(
             "note: this file uses torch.compile, which cannot compile where `grpo-kit grade` "
             "runs solutions: a test that calls it passes here and fails when graded. Use plain "
