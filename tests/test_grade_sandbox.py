@@ -916,7 +916,9 @@ def test_the_kits_modules_a_submission_imports_by_name_are_fresh_copies(tmp_path
 def test_threads_within_the_process_limit_start_as_they_do_locally(tmp_path):
     """glibc gave each thread an arena reserving 64 MiB of address space (up to 8 per core):
     a solution splitting 4M positions over 16 threads failed "can't start new thread" under
-    the address-space limit alone, using a fraction of its memory."""
+    the address-space limit alone, using a fraction of its memory. And a bare
+    ThreadPoolExecutor() starts 32 workers on a machine of 28 cores or more: with the main
+    thread, one more than the process limit once was."""
     body = """
 import threading
 
@@ -937,4 +939,5 @@ def scale(x):
 """
     impl = sandboxed(tmp_path, body)
     assert impl.scale(24) == 24
+    assert impl.scale(40) == 40
     impl.close()

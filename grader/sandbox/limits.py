@@ -17,7 +17,7 @@ CPU_LIMIT_S = 600  # a backstop only: the wall clock, kept from outside, is the 
 @dataclass(frozen=True)
 class SandboxLimits:
     memory_mb: int = 1024  # on top of what the pre-imported interpreter already maps
-    nproc: int = 32  # processes and threads
+    nproc: int = 64  # processes and threads
     fsize_mb: int = 16  # largest file it may write
     output_kb: int = 32  # of its printed output, kept for the report
 
