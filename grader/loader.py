@@ -46,6 +46,7 @@ from grader.execution import (
     import_failure,
     load_file,
     load_source,
+    preimport,
     read_reply,
     solution_namespace,
 )
@@ -315,6 +316,7 @@ def _local(problem: Problem, spec: str) -> LocalRunner:
     if reason is not None:
         return LocalRunner(problem, None, filename, reason)
     # Importing is the solution's time, as in the sandbox: within one call's limit.
+    preimport(torch=problem.runtime == "python")
     seconds = Limits.of(problem).call_s
     try:
         with time_limit(seconds):

@@ -5,6 +5,8 @@ pytest problems/ --impl reference         the reference solutions
 pytest problems/<slug> --impl FILE.py     any file
 """
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,9 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    # torch.compile runs the code eagerly, here as in the grading sandbox: the same verdict
+    # with or without a C++ compiler (read when torch._dynamo is imported; see below).
+    os.environ["TORCH_COMPILE_DISABLE"] = "1"
     # Sandboxed students (the batch grader): their fork servers start now, importing numpy
     # and torch while this process collects the tests.
     if any(spec.startswith("sandbox:") for spec in config.getoption("--impl")):
@@ -58,3 +63,6 @@ def pytest_runtest_call(item):
     """
     next_test()
     reseed()
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is not None:  # imported before the switch above was read
+        dynamo.config.disable = True

@@ -112,3 +112,21 @@ def test_every_implementation_gets_the_same_verdicts_everywhere(problem, root):
             differences.append(f"grade {spec}: scores {found['score'][spec]}, locally {score:g}")
     assert not differences, "\n".join(differences)
     assert found["score"][RAISING] == 0, "raising ValueError on every call earned points"
+
+
+def test_compiled_code_runs_eagerly_and_gets_the_same_verdicts_everywhere(tmp_path):
+    """A solution with one torch.compile'd helper scored 63/63 in check and 0 in grade, whose
+    sandbox has no room for the C++ compiler: both places now run compiled code eagerly."""
+    problem = next(p for p in PROBLEMS if p.slug == "grpo_loss_torch")
+    source = standalone_source(problem.reference.read_text(encoding="utf-8"), problem.builds_on)
+    path = tmp_path / "class" / "student" / f"{problem.slug}.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(f"{source}\n\ngrpo_loss = torch.compile(grpo_loss)\n", encoding="utf-8")
+    checked = run_side_by_side(problem, [str(path)])
+    assert checked and {o.outcome for o in checked} == {"passed"}
+    command = [sys.executable, "-m", "grader.cli", "grade", str(path.parent.parent), "--out",
+               str(tmp_path / "out"), "--problems", problem.slug]  # fmt: skip
+    run = subprocess.run(command, cwd=KIT_ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = json.loads((tmp_path / "out" / "student" / "results.json").read_text("utf-8"))
+    assert {t["status"] for t in results["tests"]} == {"passed"}, results["tests"]

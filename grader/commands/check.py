@@ -22,8 +22,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _parse_python(path: Path) -> ast.Module:
-    """The file's syntax tree; ValueError saying why it cannot be tested."""
+def _ensure_testable(path: Path) -> None:
+    """Raise ValueError saying why `path` cannot be tested, if it cannot."""
     if not path.is_file():
         raise ValueError(f"no such file: {path}")
     try:
@@ -33,29 +33,9 @@ def _parse_python(path: Path) -> ast.Module:
     if not source.strip():
         raise ValueError(f"{path} is empty: start from the problem's stub")
     try:
-        return ast.parse(source, filename=str(path))
+        ast.parse(source, filename=str(path))
     except SyntaxError as exc:
         raise ValueError(f"{path}, line {exc.lineno}: syntax error: {exc.msg}") from None
-
-
-def _uses_torch_compile(tree: ast.Module) -> bool:
-    """`torch.compile` in the file (read or imported): it runs here but cannot compile in the
-    grading sandbox, where the C++ compiler has no room for its cache and headers."""
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Attribute)
-            and node.attr == "compile"
-            and isinstance(node.value, ast.Name)
-            and node.value.id == "torch"
-        ):
-            return True
-        if (
-            isinstance(node, ast.ImportFrom)
-            and node.module == "torch"
-            and any(alias.name == "compile" for alias in node.names)
-        ):
-            return True
-    return False
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     path = (args.file or problem.stub).resolve()
     try:
-        tree = _parse_python(path)
+        _ensure_testable(path)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -90,12 +70,6 @@ def run(args: argparse.Namespace) -> int:
             "Tests of input handling and of promises a do-nothing solution keeps too (listed "
             "in problem.toml) earn their points times the share of the other points earned: "
             "make the computation right to earn them all."
-        )
-    if _uses_torch_compile(tree):
-        print(
-            "note: this file uses torch.compile, which cannot compile where `grpo-kit grade` "
-            "runs solutions: a test that calls it passes here and fails when graded. Use plain "
-            "PyTorch."
         )
     print(f"{passed}/{len(outcomes)} tests passed, {sum(earned.values()):.4g}/{total:g} points")
     return 0 if outcomes and passed == len(outcomes) else 1

@@ -46,6 +46,9 @@ ENV = {
     # MiB of address space it mostly never uses: under the address-space limit a solution's
     # 16 threads then "can't start new thread" beside 4M positions, which pass locally.
     "MALLOC_ARENA_MAX": "2",
+    # torch.compile runs the code eagerly, as the tests' own process has it do (problems'
+    # conftest): no C++ compiler or cache is needed, and a compiled helper scores the same.
+    "TORCH_COMPILE_DISABLE": "1",
     "TORCHINDUCTOR_CACHE_DIR": "/tmp",
 }
 _uids = itertools.count()

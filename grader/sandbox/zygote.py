@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import importlib
 import json
 import os
 import signal
@@ -32,6 +31,7 @@ import sys
 import tempfile
 import time
 
+from grader.execution import preimport
 from grader.sandbox import child, limits
 
 PR_SET_PDEATHSIG = 1
@@ -60,20 +60,11 @@ IPC_SYSCTLS = {"kernel/shm_rmid_forced": "1", "kernel/msgmni": "8", "kernel/msgm
 
 def _preimport(torch: bool) -> None:
     """What every student's process needs, loaded once here and shared by all of them."""
-    import numpy  # noqa: F401
-
-    for name in ("array_api_compat", "array_api_compat.numpy"):
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
+    preimport(torch)
     if torch:
         import torch as torch_module
 
         torch_module.set_num_threads(1)
-        importlib.import_module("torch.optim")
-        # An optimizer's first construction imports it: 1.3 s in every student's process.
-        importlib.import_module("torch._dynamo")
-        with contextlib.suppress(ImportError):
-            importlib.import_module("array_api_compat.torch")
 
 
 def _can_switch_uid(uid: int) -> bool:
