@@ -253,7 +253,7 @@ def test_modules_found_by_text_and_classes_reached_otherwise_are_leads():
     cls.record = record
     setattr(type(model), "forward", forward)
 """
-    assert [lead.line for lead in leads(swapped)] == [3, 4, 5, 7, 8, 8, 10, 10, 11, 11]
+    assert [lead.line for lead in leads(swapped)] == [3, 4, 5, 7, 8, 8, 10, 10, 11, 11, 11]
     # The class swapped in is built on the handed one, however the swap itself is hidden
     # (m = getattr(model, "_", model) reads as a layer looked up), or at run time.
     built = ("def lenient(cls):\n    class Lenient(cls):\n        pass\n"
@@ -269,7 +269,7 @@ def test_modules_found_by_text_and_classes_reached_otherwise_are_leads():
     asked = ("t = [torch][0]\nt.is_grad_enabled = f\nsetattr(t, 'is_inference_mode_enabled', f)\n"
              "T = [torch][0].Tensor\nT.__neg__ = f\nfrom inspect import getmodule\n"
              "getmodule(type(model)).torch = t\nf.__name__ = 'g'\ntorch.is_grad_enabled()\n")  # fmt: skip
-    assert [lead.line for lead in leads(asked)] == [2, 3, 5, 6]
+    assert [lead.line for lead in leads(asked)] == [2, 3, 3, 5, 6]
     # A class of its own with a toy model's methods, swapped in through a lookup: its judged()
     # answers every call (a sampler with two bugs rose from 43.4 to 48.7 of 50 with no lead).
     quiet = ("class Quiet(torch.nn.Module):\n    def judged(self, logits, reread=False):\n"
@@ -280,7 +280,7 @@ def test_modules_found_by_text_and_classes_reached_otherwise_are_leads():
     # Or the model's own forward replaced on the object, run under no_grad for a sampler that
     # left autograd on (43.4 -> 44.7 of 50); an output's .logits field is set as usual.
     own = "model.forward = quiet\ndel model.forward\nsetattr(model, 'record', f)\nout.logits = z\n"
-    assert [lead.line for lead in leads(own)] == [1, 2, 3]
+    assert [lead.line for lead in leads(own)] == [1, 2, 3, 3]
     # A hook that answers for the toy model: its judging undone (43.4 -> 44.7 of 50, no lead).
     hooks = ("h = model.register_forward_hook(plain, with_kwargs=True)\n"
              "from torch.nn.modules.module import register_module_forward_pre_hook as pre\n")  # fmt: skip
@@ -395,3 +395,24 @@ def test_loaders_told_to_unpickle_are_leads():
               "b = np.load(f, allow_pickle=True)\nc = np.load(f, allow_pickle=flag)\n"
               "d = torch.load(path, weights_only=True)\ne = np.load(f)\n")  # fmt: skip
     assert [lead.line for lead in leads(loaded)] == [1, 2, 3]
+
+
+def test_attributes_set_by_library_calls_the_main_module_and_ctypes_elsewhere_are_leads():
+    # Each raised a sampler that left autograd on from 44.5 to 51 of 51, or an in-place bug
+    # from 3.6 to 25 of 27, with no lead: functools.update_wrapper and an argument parser
+    # setting attributes named by text (on torch itself), the fork server's __main__ walked to
+    # the grader's modules, and ctypes reached as numpy.ctypeslib.ctypes.
+    by_name = """functools.update_wrapper(model, ns, assigned=(ST,), updated=())
+update_wrapper(torch, fake, (name,), ())
+parser.add_argument("--off", dest="is_grad_enabled", action="store_const", const=f)
+parser.parse_args(["--off"], namespace=torch)
+C = np.ctypeslib.ctypes
+import __main__
+g = inspect.getclosurevars(main).globals
+os.posix_spawn(exe, argv, env)
+@functools.wraps(f)
+def w(*a):
+    return f(*a)
+args = parser.parse_args()
+"""
+    assert sorted({lead.line for lead in leads(by_name)}) == [1, 2, 3, 4, 5, 6, 7, 8]

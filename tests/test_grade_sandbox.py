@@ -912,6 +912,36 @@ def test_the_kits_modules_a_submission_imports_by_name_are_fresh_copies(tmp_path
         impl.close()
 
 
+FINDS_THE_GRADER_IN_MAIN = """
+import __main__
+import inspect
+import numpy as np
+
+def scale(x):
+    # The fork server's main module once held its `main`, whose globals led to the module
+    # of the in-place check in use: "Server" -> fork -> child -> Session._call.
+    try:
+        kit = inspect.getclosurevars(__main__.main).globals["Server"]
+        kit.fork.__globals__["child"].Session._call = None
+    except Exception:
+        pass
+    x *= 2
+    return sorted(name for name in dir(__main__) if not name.startswith("__"))
+"""
+
+
+def test_the_main_module_a_submission_sees_holds_nothing_of_the_grader(tmp_path):
+    problem = make_problem(tmp_path, FINDS_THE_GRADER_IN_MAIN)
+    impl = load_implementation(problem, f"sandbox:{tmp_path / 'toy.py'}")
+    try:
+        with pytest.raises(SubmissionError, match="changed its input argument 1 in place"):
+            impl.scale(np.ones(3))
+        with pytest.raises(SubmissionError, match="changed its input argument 1 in place"):
+            impl.scale(np.ones(3))
+    finally:
+        impl.close()
+
+
 @needs_bwrap
 def test_threads_within_the_process_limit_start_as_they_do_locally(tmp_path):
     """glibc gave each thread an arena reserving 64 MiB of address space (up to 8 per core):

@@ -10,6 +10,7 @@ rewrite any of it. The grader accepts only plain data from it and judges that da
 from __future__ import annotations
 
 import sys
+import types
 from pathlib import Path
 
 from grader.errors import describe_exception
@@ -32,6 +33,8 @@ def _forget_kit_modules() -> None:
     for name in list(sys.modules):
         if name.split(".")[0] in KIT_PACKAGES:
             del sys.modules[name]
+    # The fork server's main module holds its `main`, whose globals are the kit's modules in use.
+    sys.modules["__main__"] = types.ModuleType("__main__")
 
 
 def _load(request: dict) -> tuple[dict, Session | None]:

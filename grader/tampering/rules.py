@@ -43,6 +43,8 @@ MODULES = {
     "sympy": "runs code given as text",
     "numexpr": "runs code given as text",
     "pkg_resources": "imports modules named by text",
+    # The fork server's main module holds the kit's functions, whose globals are its modules.
+    "__main__": "reads the main module (the grader's own)",
 }
 # Keyword arguments that let a loader run the calls its data names (pickle): the data may be
 # bytes built at run time (torch.load(io.BytesIO(data), weights_only=False) ran exec on text
@@ -66,6 +68,21 @@ QUALIFIED = {
     ("os", "kill"): "signals a process",
     ("os", "_exit"): "ends its process",
     ("os", "fork"): "starts processes",
+    ("os", "forkpty"): "starts processes",
+    ("os", "system"): "starts processes",
+    ("os", "popen"): "starts processes",
+    ("os", "posix_spawn"): "starts processes",
+    ("os", "posix_spawnp"): "starts processes",
+    **{
+        ("os", f"spawn{v}"): "starts processes"
+        for v in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")
+    },  # fmt: skip
+    **{
+        ("os", f"exec{v}"): "runs another program in its process"
+        for v in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")
+    },  # fmt: skip
+    # A function's globals (its module's objects) as a dict, as __globals__ gives them.
+    ("inspect", "getclosurevars"): "reads a function's globals",
     # Attributes reached by a name given as text, past every check of `.name` and getattr().
     ("operator", "attrgetter"): "reads attributes named by text",
     ("operator", "methodcaller"): "calls methods named by text",
@@ -98,6 +115,14 @@ ATTRIBUTES = {
     "tb_frame": "reads a traceback's frames",
     "gi_frame": "reads a generator's frame",
     "__globals__": "reads a function's globals",
+    # ctypes reached through another module (numpy.ctypeslib.ctypes, torch.ctypes), with no
+    # import of it, and what writes memory or sets attributes past Python's own rules.
+    "ctypes": "writes memory directly",
+    "ctypeslib": "writes memory directly",
+    "pythonapi": "writes memory directly",
+    "PYFUNCTYPE": "writes memory directly",
+    "CFUNCTYPE": "writes memory directly",
+    "py_object": "writes memory directly",
     "__builtins__": "reaches Python's builtins",
     "__subclasses__": "walks the class tree",
     "__dict__": "reads an object's attributes as a dict",
@@ -189,6 +214,23 @@ DESCRIPTIVE = ("__class__", "__name__", "__qualname__", "__doc__")  # __class__:
 # (getattr(model, "calls")); bound to another name or handed to another function
 # (`put = setattr`, functools.partial(setattr, ...)), it no longer does.
 BY_NAME = ("getattr", "setattr", "delattr", "hasattr")
+# Library functions that set attributes named by text on an object they are handed:
+# functools.update_wrapper(torch, fake, assigned=("is_grad_enabled",)), and an argument
+# parser writing its results into `namespace=torch`. function -> the argument positions and
+# keywords that name or hand over what it sets.
+SETS_BY_NAME = {
+    "update_wrapper": (2, ("assigned", "updated")),
+    "wraps": (1, ("assigned", "updated")),
+    **{
+        method: (1, ("namespace", "values"))
+        for method in (
+            "parse_args",
+            "parse_known_args",
+            "parse_intermixed_args",
+            "parse_known_intermixed_args",
+        )
+    },  # fmt: skip
+}
 # The attributes of QUALIFIED, reached by getattr(x, "name") from whatever x is: the module
 # behind x may be an alias or a call away (getattr(_sys, "modules")). Not "stack": torch has one.
 # Nor a submodule's name, which other objects have too (getattr(model, "config", None)).

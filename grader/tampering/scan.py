@@ -25,6 +25,7 @@ from grader.tampering.rules import (
     PATCH,
     QUALIFIED,
     REPLACED,
+    SETS_BY_NAME,
     SUBMODULES,
     TOY_METHODS,
     UNPICKLING,
@@ -195,6 +196,10 @@ def _record_leads(node: ast.AST, named_by_getattr: set[int]) -> Iterator[Lead]:
         # = False on a dict of the object's attributes) or kept for later (KEY = "__dict__";
         # getattr(model, KEY)).
         yield Lead(node.lineno, f"{ATTRIBUTES[node.value]} (names {node.value!r})")
+    elif isinstance(node, ast.Constant) and node.value in (*ASKED, *REPLACED):
+        # What a toy model asks torch, or a model's own method, named as text for a library
+        # that sets attributes by name (update_wrapper's assigned=, an argument parser's dest=).
+        yield Lead(node.lineno, f"names what a toy model calls or asks torch ({node.value!r})")
     elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value:
         # A dotted path as text ("0.__dict__", "model.calls"), which a resolver of such paths
         # follows to the object itself.
@@ -209,6 +214,19 @@ def _record_leads(node: ast.AST, named_by_getattr: set[int]) -> Iterator[Lead]:
             yield Lead(node.lineno, "runs the constructor of an object it was handed again")
         if method in CALLED:
             yield Lead(node.lineno, f"{CALLED[method]} (.{method}())")
+
+
+def _sets_by_name_leads(node: ast.AST) -> Iterator[Lead]:
+    """A library call told which attributes to set, or on which object (SETS_BY_NAME)."""
+    if not isinstance(node, ast.Call):
+        return
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if name not in SETS_BY_NAME:
+        return
+    position, keywords = SETS_BY_NAME[name]
+    if len(node.args) > position or any(k.arg in keywords for k in node.keywords):
+        yield Lead(node.lineno, f"sets attributes named by text on an object ({name})")
 
 
 def _attribute_leads(node: ast.AST, renamed: dict[str, str], called: set[int]) -> Iterator[Lead]:
@@ -540,6 +558,7 @@ def _tree_leads(tree: ast.AST) -> list[Lead]:
         found.update(_intercept_leads(node))
         found.update(_builtin_leads(node, called, built, names))
         found.update(_record_leads(node, named_by_getattr))
+        found.update(_sets_by_name_leads(node))
         found.update(_attribute_leads(node, renamed, called))
         found.update(_text_leads(node, imported_by_call))
         found.update(_patch_leads(node, imported_names, importers))
