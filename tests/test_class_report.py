@@ -414,5 +414,7 @@ os.posix_spawn(exe, argv, env)
 def w(*a):
     return f(*a)
 args = parser.parse_args()
+memory = open("/proc/self/mem", "r+b")
+import _ctypes, posix
 """
-    assert sorted({lead.line for lead in leads(by_name)}) == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert sorted({lead.line for lead in leads(by_name)}) == [1, 2, 3, 4, 5, 6, 7, 8, 13, 14]

@@ -12,6 +12,11 @@ MODULES = {
     "pluggy": "imports the test runner's plugins",
     "gc": "walks the interpreter's objects",
     "ctypes": "writes memory directly",
+    "_ctypes": "writes memory directly",
+    "cffi": "writes memory directly",
+    "posix": "starts processes",  # os's own functions (posix.system), under another name
+    "_posixsubprocess": "starts processes",
+    "pty": "starts processes",
     "builtins": "reaches Python's builtins",
     "subprocess": "starts processes",
     "multiprocessing": "starts processes",
@@ -240,6 +245,8 @@ BY_NAME_QUALIFIED = {attribute: what for (_, attribute), what in QUALIFIED.items
 # A module named as text: sys.modules.get("grader.execution"), however sys.modules was reached.
 # ("problems" alone is a plain word; problems.<slug> is a module.)
 KIT_MODULE_TEXT = re.compile(r"(grader|_?pytest)(\.\w+)*|pluggy|problems(\.\w+)+")
+# Its own memory as a file: id() gives any object's address, and a write there changes it.
+PROCESS_MEMORY_TEXT = re.compile(r"/proc/[^/]+/(task/[^/]+/)?mem\b")
 # What a probe records, also when only named by text (operator.attrgetter("calls")).
 RECORDS = ("calls", "strict", "judged", "grad_steps")
 DOTTED = re.compile(r"\.(" + "|".join(map(re.escape, ATTRIBUTES)) + r")(?!\w)")

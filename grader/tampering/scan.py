@@ -23,6 +23,7 @@ from grader.tampering.rules import (
     MAX_ALIASES,
     MODULES,
     PATCH,
+    PROCESS_MEMORY_TEXT,
     QUALIFIED,
     REPLACED,
     SETS_BY_NAME,
@@ -481,6 +482,12 @@ def _text_leads(node: ast.AST, imported_by_call: set[int]) -> Iterator[Lead]:
         and KIT_MODULE_TEXT.fullmatch(node.value)
     ):
         yield Lead(node.lineno, f"names the grader's or test runner's module {node.value!r}")
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and PROCESS_MEMORY_TEXT.search(node.value)
+    ):
+        yield Lead(node.lineno, f"writes memory directly (names {node.value!r})")
 
 
 def leads(source: str) -> list[Lead]:
