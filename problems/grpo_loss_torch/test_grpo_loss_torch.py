@@ -534,12 +534,13 @@ def test_log_probs_that_are_not_2d_raise_value_error(impl):
 
 def test_mask_that_is_not_zero_or_one_raises_value_error(impl):
     case = random_case(22)
-    for value in (2, -1, 0.5):
-        mask = case["mask"].double()
+    for value, dtype in ((2, torch.float64), (-1, torch.float64), (0.5, torch.float64),
+                         (-1, torch.int64), (2, torch.int8), (255, torch.uint8)):  # fmt: skip
+        mask = case["mask"].to(dtype)
         mask[0, 0] = value
         with pytest.raises(ValueError):
             impl.grpo_loss(**{**case, "mask": mask})
-            pytest.fail(f"a mask holding {value} was accepted")
+            pytest.fail(f"a {dtype} mask holding {value} was accepted")
 
 
 def test_max_len_shorter_than_t_or_a_non_positive_normalizer_raises_value_error(impl):

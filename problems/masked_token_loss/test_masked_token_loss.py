@@ -464,12 +464,14 @@ def test_unknown_aggregation_raises_value_error(impl):
 
 
 def test_mask_that_is_not_zero_or_one_raises_value_error(impl):
-    for bad in (2, -1, 0.5, math.nan):
-        mask = MASK.astype(np.float64)
+    # Integer masks too: a -1 in an int mask is as wrong as in a float one.
+    for bad, dtype in ((2, np.float64), (-1, np.float64), (0.5, np.float64), (math.nan, np.float64),
+                       (-1, np.int64), (2, np.int8), (-1, np.int32), (255, np.uint8)):  # fmt: skip
+        mask = MASK.astype(dtype)
         mask[1, 1] = bad
         with pytest.raises(ValueError):
             impl.masked_token_loss(**example(mask=mask))
-            pytest.fail(f"a mask holding {bad} was accepted")
+            pytest.fail(f"a {np.dtype(dtype)} mask holding {bad} was accepted")
 
 
 def test_max_len_shorter_than_t_raises_value_error(impl):

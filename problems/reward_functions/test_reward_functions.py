@@ -176,6 +176,9 @@ def test_duplicate_or_nested_tags_spoil_their_part(impl):
         ("<think>a</think><answer>1<answer>2</answer>", 0.5),
         ("<think>a</answer></think><answer>1</answer>", 0.0),  # the think block holds a tag
         ("<think>a</think><answer>1</think></answer>", 0.0),  # so does the answer block
+        # Tags are counted in the whole completion, after the answer block too.
+        ("<think>a</think><answer>1</answer><think>", 0.0),
+        ("<think>a</think><answer>1</answer></think>", 0.0),
     ])  # fmt: skip
 
 
@@ -321,6 +324,8 @@ def test_numbers_that_match(impl):
         ("10000000000000000", 1e16),  # a float that prints as 1e+16
         ("0.00001", 1e-5),  # and one that prints as 1e-05
         ("1234", "1,234"),  # a ground truth may have thousands separators too
+        ("1152921504606846977", np.int64(2**60 + 1)),  # numpy's ints compare exactly too
+        ("18446744073709551615", np.uint64(2**64 - 1)),
     ], expected=1.0)  # fmt: skip
 
 
@@ -368,6 +373,10 @@ def test_anything_else_does_not_match(impl):
         ("inf", float("inf")),
         ("nan", float("nan")),
         ("٤٢", 42),  # digits of another script
+        ("2.٥", 2.5),  # in the fraction too
+        ("1,٢٣٤", 1234),  # and in a group
+        ("1152921504606846976", np.int64(2**60 + 1)),  # what float() makes of that int
+        ("18446744073709551616", np.uint64(2**64 - 1)),
         ("４２", 42),  # fullwidth digits
         ("123456789012345678901234567891", 123456789012345678901234567890),
         ("0.30000000000000004", 0.3),
