@@ -177,7 +177,7 @@ def test_long_completions_padded_with_eos(impl):
 
 def test_matches_a_plain_loop_on_random_batches(impl):
     rng = np.random.default_rng(0)
-    for shape in [(16, 10), (1, 1), (1, 40), (40, 1), (7, 3)]:
+    for shape in [(16, 10), (1, 1), (1, 40), (40, 1), (7, 3), (24, 100)]:
         ids = rng.integers(0, 12, size=shape)
         for eos_ids in ([2], [2, 5], [11, 0, 7]):
             for mask_truncated in (False, True):

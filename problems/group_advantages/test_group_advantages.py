@@ -7,7 +7,11 @@ import numpy as np
 import pytest
 
 from problems.support import cases
-from problems.support.asserts import assert_array, calls_without_value_error
+from problems.support.asserts import (
+    assert_array,
+    assert_positional_call_agrees,
+    calls_without_value_error,
+)
 
 SQRT3 = math.sqrt(3.0)
 # [1, 0, 1] has mean 2/3 and sample std sqrt(1/3); [0, 0, 0] is a constant group.
@@ -169,6 +173,15 @@ def test_advantages_have_zero_mean_and_unit_sample_std_per_group(impl):
     assert_array(got.std(axis=1, ddof=1), np.ones(5), rtol=1e-9, what="sample std per group")
 
 
+def test_many_large_groups(impl):
+    # What is right for a few small groups is right for 40 groups of 16, laid out flat.
+    rewards = np.random.default_rng(1).normal(size=(40, 16)).round(1)
+    got = impl.group_advantages(rewards.ravel(), 16)
+    assert_array(got, expected_advantages(rewards).ravel(), rtol=1e-9, what="advantages")
+    got = impl.group_advantages(rewards, 16, eps=0.5)
+    assert_array(got, expected_advantages(rewards, eps=0.5), rtol=1e-9, what="eps=0.5")
+
+
 def test_empty_rewards_give_an_empty_array(impl):
     assert_array(impl.group_advantages(np.zeros(0), 4), np.zeros(0), what="advantages of []")
     got = impl.group_advantages(np.zeros((0, 3)), 3)
@@ -242,3 +255,10 @@ def test_does_not_modify_its_input(impl):
         assert after.dtype == rewards.dtype and np.array_equal(after, rewards), (
             f"rewards {rewards} ({rewards.dtype}, {kwargs}) were modified in place: {after}"
         )
+
+
+def test_arguments_in_the_statements_order(impl):
+    # eps before scale_by_std: swapped, eps 0.5 would read as true and True as an eps of 1.
+    arguments = dict(rewards=[1.0, 0.0, 3.0, 1.0, 2.0, 2.5], group_size=3, eps=0.5,
+                     scale_by_std=True)  # fmt: skip
+    assert_positional_call_agrees(impl.group_advantages, arguments, "group_advantages")

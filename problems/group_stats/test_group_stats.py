@@ -5,7 +5,12 @@ from functools import partial
 
 import numpy as np
 
-from problems.support.asserts import assert_scalar, broadcast_variants, calls_without_value_error
+from problems.support.asserts import (
+    assert_positional_call_agrees,
+    assert_scalar,
+    broadcast_variants,
+    calls_without_value_error,
+)
 
 BASE_KEYS = {
     "reward",
@@ -236,7 +241,15 @@ def test_clipped_ratio_is_the_fraction_truncated(impl):
 
 def test_random_batches_match_the_formulas(impl):
     rng = np.random.default_rng(11)
-    for G, n_groups, width in [(1, 3, 2), (2, 5, 4), (4, 3, 6), (8, 2, 1)]:
+    # Large ones too: a spread computed otherwise past some size is still wrong.
+    for G, n_groups, width in [
+        (1, 3, 2),
+        (2, 5, 4),
+        (4, 3, 6),
+        (8, 2, 1),
+        (16, 24, 40),
+        (5, 40, 12),
+    ]:
         n = G * n_groups
         rewards = rng.choice([0.0, 0.25, 1.0], size=n) + (rng.random(n) < 0.3) * rng.random(n)
         lengths = rng.integers(0, width + 1, size=n)
@@ -514,3 +527,9 @@ def test_bad_input_raises_value_error(impl):
         (what, partial(impl.group_stats, **arguments)) for what, arguments in tables
     )
     assert not missed, "expected a ValueError for:\n" + "\n".join(missed)
+
+
+def test_arguments_in_the_statements_order(impl):
+    arguments = dict(rewards=REWARDS, group_size=3, mask=MASK, truncated=TRUNCATED, ratios=RATIOS,
+                     advantages=ADVANTAGES, epsilon=0.1, epsilon_high=0.3)  # fmt: skip
+    assert_positional_call_agrees(impl.group_stats, arguments, "group_stats")

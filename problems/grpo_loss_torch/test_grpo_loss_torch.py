@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from problems.support.asserts import assert_tensor
+from problems.support.asserts import assert_positional_call_agrees, assert_tensor
 
 AGGREGATIONS = ["sequence", "token", "constant"]
 F64 = torch.float64
@@ -103,10 +103,13 @@ def backward(impl, case, **options):
 
 
 @pytest.mark.parametrize("aggregation", AGGREGATIONS)
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, 1, 2])
 def test_value_matches_the_formula(impl, seed, aggregation):
-    case = random_case(seed, empty_row=seed == 1)
-    settings = dict(beta=0.1, epsilon_high=0.28) if seed == 0 else dict(epsilon=0.3, beta=0.5)
+    # Seed 2 is a large batch: what is right for a few rows is right for many.
+    case = random_case(
+        seed, empty_row=seed == 1, **(dict(batch=24, length=50) if seed == 2 else {})
+    )
+    settings = dict(beta=0.1, epsilon_high=0.28) if seed != 1 else dict(epsilon=0.3, beta=0.5)
     got = impl.grpo_loss(**case, aggregation=aggregation, **settings)
     loss, _ = expected(case, aggregation, **settings)
     assert_tensor(got, loss, rtol=1e-10, atol=1e-12, what=f"{aggregation!r} loss")
@@ -575,3 +578,10 @@ def test_does_not_modify_its_inputs(impl):
         for name, tensor in case.items():
             torch.testing.assert_close(seen.kwargs[name], tensor, rtol=0, atol=0, equal_nan=True,
                                        msg=f"{name} was modified in place ({kwargs})")  # fmt: skip
+
+
+def test_arguments_in_the_statements_order(impl):
+    # Each optional argument differs from its neighbours, so any two swapped change the loss.
+    arguments = {**random_case(31), "epsilon": 0.1, "beta": 0.3, "aggregation": "constant",
+                 "epsilon_high": 0.25, "max_len": 7, "normalizer": 30}  # fmt: skip
+    assert_positional_call_agrees(impl.grpo_loss, arguments, "grpo_loss")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from problems.support import cases
-from problems.support.asserts import assert_scalar
+from problems.support.asserts import assert_positional_call_agrees, assert_scalar
 
 EXAMPLE = dict(
     rhos=[1.2, 0.8, 1.1],
@@ -248,3 +248,11 @@ def test_does_not_modify_its_inputs(impl):
             assert after.dtype == before.dtype and np.array_equal(after, before), (
                 f"{name} ({before.dtype}) was modified in place: {before} became {after}"
             )
+
+
+def test_arguments_in_the_statements_order(impl):
+    # Every other test names epsilon and beta; a caller who passes them in order gets a
+    # signature of (..., beta, epsilon) wrong: here epsilon 0.1 and beta 0.3 become 0.3 and 0.1.
+    arguments = dict(rhos=[1.5, 0.6, 1.1], A=[1.0, -1.0, 0.5], pi_theta_old=[0.9, 1.1, 1.0],
+                     pi_theta_ref=[1.0, 0.5, 1.5], epsilon=0.1, beta=0.3)  # fmt: skip
+    assert_positional_call_agrees(impl.grpo_objective, arguments, "grpo_objective")

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from problems.support.asserts import (
+    assert_positional_call_agrees,
     assert_scalar,
     broadcast_variants,
     calls_without_value_error,
@@ -311,14 +312,15 @@ def test_padding_values_do_not_reach_the_loss(impl, aggregation):
         assert_scalar(got, expected, rel=1e-9, what=what)
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(7))
 def test_random_batches_match_the_token_by_token_formula(impl, seed):
-    # Square batches too: one advantage per row, never per column.
-    case = random_case(seed, batch=4, length=4 if seed % 3 == 0 else 6, empty_row=seed >= 3)
+    # Square batches too: one advantage per row, never per column; and a large one (seed 6).
+    batch, length = (24, 50) if seed == 6 else (4, 4 if seed % 3 == 0 else 6)
+    case = random_case(seed, batch=batch, length=length, empty_row=seed >= 3)
     settings = dict(epsilon=(0.2, 0.1, 0.3)[seed % 3], beta=(0.1, 0.0, 0.5)[seed % 3],
                     epsilon_high=(None, 0.28, 0.4)[seed % 3])  # fmt: skip
     for aggregation, max_len in (("sequence", None), ("token", None), ("constant", None),
-                                 ("constant", 9)):  # fmt: skip
+                                 ("constant", length + 3)):  # fmt: skip
         got = impl.masked_token_loss(**case, aggregation=aggregation, max_len=max_len, **settings)
         expected = loop_loss(**case, aggregation=aggregation, max_len=max_len, **settings)
         assert_scalar(got, expected, rel=1e-9, what=f"{aggregation!r} loss, {settings}")
@@ -495,3 +497,11 @@ def test_does_not_modify_its_inputs(impl):
             assert np.array_equal(seen.kwargs[name], array, equal_nan=True), (
                 f"{name} was modified in place ({kwargs})"
             )
+
+
+def test_arguments_in_the_statements_order(impl):
+    # Each optional argument differs from its neighbours, so any two swapped change the result.
+    arguments = {"logp": LOGP, "logp_old": LOGP_OLD, "logp_ref": LOGP_REF,
+                 "advantages": ADVANTAGES, "mask": MASK, "epsilon": 0.1, "beta": 0.3,
+                 "aggregation": "constant", "epsilon_high": 0.25, "max_len": 4}  # fmt: skip
+    assert_positional_call_agrees(impl.masked_token_loss, arguments, "masked_token_loss")

@@ -32,11 +32,13 @@ def sample(
     device: str | None = None,
     default_device: str | None = None,
     autograd: bool = True,
+    positional: bool = False,
     **settings,
 ) -> dict:
     """Sample with the toy model `model` (a spec, see problems/support/toy_models.py).
 
-    `seed` seeds the torch.Generator handed to the solution (None: no generator is given);
+    `seed` seeds the torch.Generator handed to the solution (None: no generator is given;
+    `positional`: every argument is given in the statement's order, none by name);
     the global generator is seeded with `global_seed` either way. `train` is the mode the
     model is handed over in, `device` where its weights live, `default_device` torch's default
     device during the call (as a CPU default is, for a model on a GPU), `autograd` whether
@@ -54,10 +56,16 @@ def sample(
     try:
         torch.set_grad_enabled(autograd)
         with default:
-            out = solution.sample_group(
-                net, prompt_ids, num_generations, max_new_tokens, eos_ids, generator=generator,
-                **settings,
-            )  # fmt: skip
+            if positional:
+                out = solution.sample_group(
+                    net, prompt_ids, num_generations, max_new_tokens, eos_ids,
+                    settings["temperature"], settings["top_k"], settings["top_p"], generator,
+                )  # fmt: skip
+            else:
+                out = solution.sample_group(
+                    net, prompt_ids, num_generations, max_new_tokens, eos_ids,
+                    generator=generator, **settings,
+                )  # fmt: skip
         after = {
             "grad_enabled_after": torch.is_grad_enabled(),
             "inference_mode_after": torch.is_inference_mode_enabled(),

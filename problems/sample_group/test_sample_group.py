@@ -440,6 +440,22 @@ def test_samples_and_logprobs_follow_the_sampling_distribution(impl, settings):
     check_logprobs(result, spec, prompt_ids, 4, **settings)
 
 
+def test_arguments_in_the_statements_order(impl):
+    # Every other test names the settings; a caller may pass them in order: a signature with
+    # top_p before top_k reads top_k=5 as top_p there.
+    spec, prompt_ids = {"kind": "ContextLM", "seed": 7}, prompts([1, 2], [5, 3])
+    settings = {"temperature": 2.0, "top_k": 5, "top_p": 0.8}
+    in_order = sample(impl, spec, prompt_ids, 3, 6, 0, positional=True, **settings)
+    by_name = sample(impl, spec, prompt_ids, 3, 6, 0, **settings)
+    for field in ("completion_ids", "completion_mask", "logprobs"):
+        assert torch.equal(in_order[field], by_name[field]), (
+            f"{field} differs when the arguments come in the statement's order (model, "
+            "prompt_ids, num_generations, max_new_tokens, eos_ids, temperature, top_k, top_p, "
+            "generator) from what they are given by name: keep the statement's order"
+        )
+    check_logprobs(in_order, spec, prompt_ids, 3, **settings)
+
+
 def test_accepts_numpy_scalars_and_integers_as_settings(impl):
     spec, prompt_ids = {"kind": "ContextLM", "seed": 7}, prompts([1, 2], [5, 3])
     settings = {"temperature": 2, "top_k": np.int64(5), "top_p": np.float64(0.8)}

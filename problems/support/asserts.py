@@ -129,3 +129,34 @@ def calls_without_value_error(calls: Iterable[tuple[str, Callable[[], object]]])
         else:
             missed.append(f"{what}: returned {_SHOWN.repr(got)}")
     return missed
+
+
+def _same(a, b) -> bool:
+    """Equal bit for bit: the same type, and for arrays and tensors the same dtype and shape."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    if type(a).__module__.startswith("torch"):  # a tensor, with no import of torch here
+        both_nan = (a != a) & (b != b)
+        return a.dtype == b.dtype and a.shape == b.shape and bool(((a == b) | both_nan).all())
+    if isinstance(a, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    return a == b
+
+
+def assert_positional_call_agrees(function: Callable, arguments: dict, what: str) -> None:
+    """`function` given `arguments` in the statement's order returns what it returns given
+    them by name: a signature with its parameters in another order passes every call by name
+    and computes something else for a caller who passes them in order."""
+    by_name = function(**arguments)
+    in_order = function(*arguments.values())
+    assert _same(in_order, by_name), (
+        f"{what} called with its arguments in the statement's order ({', '.join(arguments)}) "
+        f"returned {_SHOWN.repr(in_order)}, and {_SHOWN.repr(by_name)} with the same arguments "
+        "given by name: keep the statement's order of parameters"
+    )

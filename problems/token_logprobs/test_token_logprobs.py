@@ -66,8 +66,9 @@ def test_logits_at_t_predict_the_token_at_t_plus_1(impl):
         (2, 5, 1, 2, 1.3),
         (4, 3, 30, 2, 2.5),
         (2, 9, 3, 8, 0.2),
+        (12, 40, 50, 9, 0.7),
     ],
-    ids=["batch", "shortest", "vocabulary-of-one", "wide", "last-token-only"],
+    ids=["batch", "shortest", "vocabulary-of-one", "wide", "last-token-only", "large"],
 )
 def test_matches_a_plain_loop(impl, B, T, V, prompt_length, temperature):
     logits, ids = random_batch(B, T, V, seed=B * T * V)
