@@ -81,11 +81,11 @@ QUALIFIED = {
     **{
         ("os", f"spawn{v}"): "starts processes"
         for v in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")
-    },  # fmt: skip
+    },
     **{
         ("os", f"exec{v}"): "runs another program in its process"
         for v in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")
-    },  # fmt: skip
+    },
     # A function's globals (its module's objects) as a dict, as __globals__ gives them.
     ("inspect", "getclosurevars"): "reads a function's globals",
     # Attributes reached by a name given as text, past every check of `.name` and getattr().
@@ -234,7 +234,7 @@ SETS_BY_NAME = {
             "parse_intermixed_args",
             "parse_known_intermixed_args",
         )
-    },  # fmt: skip
+    },
 }
 # The attributes of QUALIFIED, reached by getattr(x, "name") from whatever x is: the module
 # behind x may be an alias or a call away (getattr(_sys, "modules")). Not "stack": torch has one.
