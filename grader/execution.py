@@ -20,6 +20,7 @@ import importlib.util
 import linecache
 import random
 import sys
+import warnings
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -63,7 +64,9 @@ def load_source(source: str, module_name: str, filename: str) -> ModuleType:
     module = ModuleType(module_name)
     module.__file__ = filename
     sys.modules[module_name] = module
-    exec(compile(source, filename, "exec"), module.__dict__)
+    # Warning filters it sets while imported end with the import, here and in the sandbox.
+    with warnings.catch_warnings():
+        exec(compile(source, filename, "exec"), module.__dict__)
     return module
 
 

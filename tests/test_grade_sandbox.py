@@ -232,9 +232,12 @@ def make_problem(root: Path, solution: str, *, runtime: str = "pyodide", probes:
 
 
 TOY = """
+import warnings
+
 import numpy as np
 
 LIMIT = 3
+warnings.simplefilter("error")  # ends with the import, locally as in the sandbox
 
 def scale(x, factor=2.0):
     if factor < 0:
@@ -272,13 +275,22 @@ def own_source():
     import inspect  # as TorchScript does: torch.jit.script reads the function's source
     return inspect.getsource(scale).splitlines()[0]
 
+def own_file():
+    with open(__file__, encoding="utf-8") as file:
+        return file.read().splitlines()[1]
+
+def warns(strict):
+    if strict:
+        warnings.simplefilter("error")  # lasts until the test ends, locally as in the sandbox
+    return float(np.float64(0.0) / np.float64(0.0) == 0.0)
+
 def not_a_function():
     pass
 
 not_a_function = 3
 """
 TOY_NAMES = ("scale", "scale_in_place", "custom", "stops", "draw", "weird", "slow", "own_source",
-             "not_a_function", "absent")  # fmt: skip
+             "own_file", "warns", "not_a_function", "absent")  # fmt: skip
 TOY_PROBES = """
 import numpy as np
 
@@ -307,6 +319,24 @@ def test_a_call_returns_plain_data(toy):
 def test_a_solution_reads_its_own_source_wherever_it_runs(toy):
     # The sandbox runs the text of a file that is not on its disk: its lines must still be found.
     assert toy.own_source().startswith("def scale(")
+
+
+def test_a_solution_reads_its_own_file_wherever_it_runs(toy):
+    # Its __file__ named a file the sandbox never wrote: 29/29 in check, 0 in grade.
+    assert toy.own_file() == "import warnings"
+
+
+def test_warning_filters_a_solution_sets_end_with_its_import_or_its_test(toy):
+    # simplefilter("error") at import lasted every call in the sandbox alone: a numpy
+    # RuntimeWarning became an exception there (29 of 29 in check, 18.9 in grade).
+    assert toy.warns(False) == 0.0
+
+
+def test_a_warning_filter_set_in_a_call_holds_for_the_rest_of_its_test(toy):
+    with pytest.raises(RuntimeWarning):
+        toy.warns(True)
+    with pytest.raises(RuntimeWarning):
+        toy.warns(False)
 
 
 def test_builtin_exceptions_keep_their_type_and_message(toy):

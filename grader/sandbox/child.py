@@ -9,8 +9,10 @@ rewrite any of it. The grader accepts only plain data from it and judges that da
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import types
+import warnings
 from pathlib import Path
 
 from grader.errors import describe_exception
@@ -43,6 +45,10 @@ def _load(request: dict) -> tuple[dict, Session | None]:
     probes_path = request.get("probes")
     probes = load_file(Path(probes_path), f"probes_{slug}") if probes_path else None
     _forget_kit_modules()
+    # Its file where its __file__ says, in its own folder (the current one): read as it is
+    # locally, where the file is the one the learner edits.
+    with contextlib.suppress(OSError):
+        Path(filename).write_text(str(request["source"]), encoding="utf-8")
     try:
         module = load_source(str(request["source"]), f"solution_{slug}", filename)
     except BaseException as exc:  # noqa: BLE001 - importing a submission may raise anything
@@ -55,6 +61,9 @@ def serve(requests_fd: int, replies_fd: int) -> None:
     """Answer requests one at a time until the grader closes the pipe."""
     frames.write(replies_fd, {"ready": True})
     session = None
+    # Each test starts from the same warning filters, as pytest has it locally: a filter the
+    # solution set ("error") lasts until its test ends.
+    test, filters = None, contextlib.ExitStack()
     while True:
         try:
             request = frames.read(requests_fd)
@@ -64,6 +73,10 @@ def serve(requests_fd: int, replies_fd: int) -> None:
             if request.get("op") == "load":
                 reply, session = _load(request)
             else:
+                if request.get("test") != test:
+                    test = request.get("test")
+                    filters.close()
+                    filters.enter_context(warnings.catch_warnings())
                 reply, _ = session.execute(request)
         except BaseException as exc:  # noqa: BLE001 - the student's code may raise anything
             reply = {"error": describe_exception(exc)}
