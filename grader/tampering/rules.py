@@ -128,6 +128,12 @@ ATTRIBUTES = {
     "PYFUNCTYPE": "writes memory directly",
     "CFUNCTYPE": "writes memory directly",
     "py_object": "writes memory directly",
+    # An array over any address, without bounds: numpy's as_strided, or a class that hands
+    # numpy a raw pointer. It reads and writes the interpreter's own objects.
+    "as_strided": "writes memory directly (an array without bounds)",
+    "__array_interface__": "writes memory directly (an array over a raw address)",
+    "__array_struct__": "writes memory directly (an array over a raw address)",
+    "DummyArray": "writes memory directly (an array over a raw address)",
     "__builtins__": "reaches Python's builtins",
     "__subclasses__": "walks the class tree",
     "__dict__": "reads an object's attributes as a dict",
