@@ -61,6 +61,9 @@ SUBMODULES = {
     "importlib.metadata": "imports modules named by text",
     "torch.fx": "runs code given as text",
     "torch.package": "runs calls named in its data",
+    # numpy's as_strided: an array over any address, without bounds (torch's checks them).
+    "numpy.lib.stride_tricks": "writes memory directly (an array without bounds)",
+    "numpy.lib._stride_tricks_impl": "writes memory directly (an array without bounds)",
 }
 
 # module.attribute pairs, for names that are ordinary elsewhere (torch.stack is no frame).
@@ -128,9 +131,11 @@ ATTRIBUTES = {
     "PYFUNCTYPE": "writes memory directly",
     "CFUNCTYPE": "writes memory directly",
     "py_object": "writes memory directly",
-    # An array over any address, without bounds: numpy's as_strided, or a class that hands
-    # numpy a raw pointer. It reads and writes the interpreter's own objects.
-    "as_strided": "writes memory directly (an array without bounds)",
+    # An array over any address, without bounds: numpy's as_strided (torch's checks its
+    # bounds), or a class that hands numpy a raw pointer. It reads and writes the
+    # interpreter's own objects.
+    "stride_tricks": "writes memory directly (an array without bounds)",
+    "_stride_tricks_impl": "writes memory directly (an array without bounds)",
     "__array_interface__": "writes memory directly (an array over a raw address)",
     "__array_struct__": "writes memory directly (an array over a raw address)",
     "DummyArray": "writes memory directly (an array over a raw address)",
@@ -142,6 +147,7 @@ ATTRIBUTES = {
     "strict": "touches a toy model's strictness (a probe's)",
     "judged": "touches how a toy model judges its calls (a probe's)",
     "grad_steps": "touches an optimizer's records (a probe's)",
+    "init_kwargs": "touches a toy model's constructor arguments (a probe's)",
     "__setattr__": "sets attributes past the object's own rules",
     "__delattr__": "deletes attributes past the object's own rules",
     "__getattribute__": "reads attributes past the object's own rules",

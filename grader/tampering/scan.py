@@ -46,13 +46,75 @@ def _root(node: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _own_init(call: ast.Call) -> bool:
-    """super().__init__(...) or Base.__init__(self, ...): a class building its own object."""
-    owner = call.func.value
-    if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name):
-        return owner.func.id == "super"
-    first = call.args[0] if call.args else None
-    return isinstance(first, ast.Name) and first.id == "self"
+def _own_scope(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
+    """The nodes of a function's body that run in it: not those of a function, lambda or class
+    defined inside it, whose parameters are other names."""
+    pending = list(function.body)
+    while pending:
+        node = pending.pop()
+        yield node
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            pending.extend(ast.iter_child_nodes(node))
+
+
+def _own_inits(nodes: list[ast.AST]) -> set[int]:
+    """The `__init__` calls that build an object of the solution's own: super().__init__(...),
+    which reaches only an instance of the class it is written in, and Base.__init__(self, ...)
+    or super(Base, self).__init__(...) run directly in a class's own __init__ on its first
+    parameter, never assigned there. Anywhere else (kind = type(model); kind.__init__(model)),
+    a constructor run again on a handed object empties a toy model's records."""
+    found = {id(node) for node in nodes if isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Attribute) and node.func.attr == "__init__"
+             and isinstance(node.func.value, ast.Call)
+             and isinstance(node.func.value.func, ast.Name) and node.func.value.func.id == "super"
+             and not node.func.value.args and not node.func.value.keywords}  # fmt: skip
+    for owner in nodes:
+        if not isinstance(owner, ast.ClassDef):
+            continue
+        for method in owner.body:
+            parameters = [*method.args.posonlyargs, *method.args.args] if isinstance(
+                method, ast.FunctionDef) and method.name == "__init__" else []  # fmt: skip
+            if not parameters:
+                continue
+            built = parameters[0].arg
+            scope = list(_own_scope(method))
+            if any(isinstance(node, ast.Name) and node.id == built
+                   and isinstance(node.ctx, ast.Store | ast.Del) for node in scope):  # fmt: skip
+                continue  # self = model
+            for call in scope:
+                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                        and call.func.attr == "__init__"):  # fmt: skip
+                    continue
+                base = call.func.value
+                if isinstance(base, ast.Call):  # super(Base, self).__init__()
+                    given = base.args[1] if len(base.args) == 2 and not base.keywords else None
+                    mine = isinstance(base.func, ast.Name) and base.func.id == "super"
+                else:  # nn.Module.__init__(self): a class named, none computed here
+                    given = call.args[0] if call.args else None
+                    mine = not any(isinstance(part, ast.Call | ast.Subscript)
+                                   for part in ast.walk(base))  # fmt: skip
+                if mine and isinstance(given, ast.Name) and given.id == built:
+                    found.add(id(call))
+    return found
+
+
+def _init_leads(nodes: list[ast.AST], called: set[int]) -> Iterator[Lead]:
+    """A constructor run again on an object the solution was handed, or taken to be run later."""
+    own = _own_inits(nodes)
+    for node in nodes:
+        is_call = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        if is_call and node.func.attr == "__init__" and id(node) not in own:
+            # type(model).__init__(model, ...) builds a handed object afresh: a toy model's
+            # record of calls emptied and its strictness reset, with no name of either.
+            yield Lead(node.lineno, "runs the constructor of an object it was handed again")
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr == "__init__"
+            and isinstance(node.ctx, ast.Load)
+            and id(node) not in called
+        ):
+            # functools.partial(kind.__init__, model), map(kind.__init__, [model])
+            yield Lead(node.lineno, "takes a constructor to run it on another object")
 
 
 def _is_import_call(node: ast.AST, importers: Collection[str] = ("__import__",)) -> bool:
@@ -197,6 +259,9 @@ def _record_leads(node: ast.AST, named_by_getattr: set[int]) -> Iterator[Lead]:
         # = False on a dict of the object's attributes) or kept for later (KEY = "__dict__";
         # getattr(model, KEY)).
         yield Lead(node.lineno, f"{ATTRIBUTES[node.value]} (names {node.value!r})")
+    elif isinstance(node, ast.Constant) and node.value == "__init__":
+        # getattr(kind, "__init__")(model), operator.methodcaller("__init__")
+        yield Lead(node.lineno, "names a constructor as text ('__init__')")
     elif isinstance(node, ast.Constant) and node.value in (*ASKED, *REPLACED):
         # What a toy model asks torch, or a model's own method, named as text for a library
         # that sets attributes by name (update_wrapper's assigned=, an argument parser's dest=).
@@ -209,10 +274,6 @@ def _record_leads(node: ast.AST, named_by_getattr: set[int]) -> Iterator[Lead]:
             yield Lead(node.lineno, f"{ATTRIBUTES[dotted[1]]} (names {dotted[0]!r})")
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         method = node.func.attr
-        if method == "__init__" and not _own_init(node):
-            # type(model).__init__(model, ...) builds a handed object afresh: a toy model's
-            # record of calls emptied and its strictness reset, with no name of either.
-            yield Lead(node.lineno, "runs the constructor of an object it was handed again")
         if method in CALLED:
             yield Lead(node.lineno, f"{CALLED[method]} (.{method}())")
 
@@ -287,6 +348,18 @@ def _method_leads(node: ast.AST) -> Iterator[Lead]:
                 and statement.name in TOY_METHODS
             ):
                 yield Lead(statement.lineno, f"defines a toy model's own method ({statement.name})")
+            # A class that hands numpy a raw address (__array_interface__ = {...}, or a
+            # property of that name): defined, not read.
+            if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+                defined = [statement.name]
+            elif isinstance(statement, ast.Assign | ast.AnnAssign):
+                targets = getattr(statement, "targets", None) or [statement.target]
+                defined = [target.id for target in targets if isinstance(target, ast.Name)]
+            else:
+                defined = []
+            for name in defined:
+                if name in ("__array_interface__", "__array_struct__"):
+                    yield Lead(statement.lineno, f"{ATTRIBUTES[name]} (defines {name})")
 
 
 def _changed_attribute(node: ast.AST) -> tuple[ast.expr, str | None] | None:
@@ -412,6 +485,12 @@ def _class_attribute_leads(nodes: list[ast.AST]) -> Iterator[Lead]:
             for part in ast.walk(base)
         ):
             yield Lead(node.lineno, f"builds a subclass of a class it was handed ({node.name})")
+        elif isinstance(node, ast.ClassDef) and (
+            any(isinstance(base, ast.Starred) for base in node.bases)
+            or any(keyword.arg is None for keyword in node.keywords)
+        ):
+            # class Q(*kinds), class Q(**spec): bases no text shows
+            yield Lead(node.lineno, f"builds a class on bases given at run time ({node.name})")
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
@@ -573,6 +652,7 @@ def _tree_leads(tree: ast.AST) -> list[Lead]:
         found.update(_method_leads(node))
         found.update(_match_leads(node))
     found.update(_annotation_leads(nodes))
+    found.update(_init_leads(nodes, called))
     return sorted(found, key=lambda lead: (lead.line, lead.what))
 
 
