@@ -822,6 +822,29 @@ def test_compute_loss_without_reference_logps_has_no_kl_term(impl):
     )
 
 
+def test_dr_grpo_loss_divides_by_max_completion_length_on_a_narrower_rollout(impl):
+    # Sampling stops once every row has ended, so a rollout may be narrower than
+    # max_completion_length; dr_grpo's constant is still completions x max_completion_length,
+    # not the rollout's width.
+    rollout, options, current = loss_case("dr_grpo", later=True)
+    width = L - 3
+    narrow = {k: v[:, :width] if isinstance(v, torch.Tensor) and v.dim() == 2 and k != "prompt_ids"
+              else v for k, v in rollout.items()}  # fmt: skip
+    got = impl.probe.run_compute_loss(tiny(0), narrow, options)
+    cfg = GRPOConfig(**options)
+    mask = narrow["completion_mask"].float()
+    expected = grpo_loss(current[:, :width], narrow["old_logps"], narrow["ref_logps"],
+                         narrow["advantages"], mask, cfg, denominator(mask, cfg))  # fmt: skip
+    assert_tensor(
+        got["loss"].detach(),
+        expected,
+        atol=1e-6,
+        rtol=1e-4,
+        what=f"the 'dr_grpo' loss on a rollout {width} tokens wide, with max_completion_length "
+        f"{L} (divided by completions x {L})",
+    )
+
+
 # -- optimize ---------------------------------------------------------------------------------
 
 
