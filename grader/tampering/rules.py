@@ -148,6 +148,12 @@ ATTRIBUTES = {
     "judged": "touches how a toy model judges its calls (a probe's)",
     "grad_steps": "touches an optimizer's records (a probe's)",
     "init_kwargs": "touches a toy model's constructor arguments (a probe's)",
+    # The copy module's insides: _reconstruct(obj, ..., state) sets any object's attributes
+    # (a module's too) from a dict, and a deepcopy's memo keeps the originals it copied.
+    "_reconstruct": "sets an object's attributes from a dict (copy._reconstruct)",
+    "_keep_alive": "reads the originals a deep copy keeps",
+    "_deepcopy_dispatch": "reads the originals a deep copy keeps",
+    "__deepcopy__": "reads the originals a deep copy keeps",
     "__setattr__": "sets attributes past the object's own rules",
     "__delattr__": "deletes attributes past the object's own rules",
     "__getattribute__": "reads attributes past the object's own rules",
@@ -235,6 +241,8 @@ BY_NAME = ("getattr", "setattr", "delattr", "hasattr")
 # functools.update_wrapper(torch, fake, assigned=("is_grad_enabled",)), and an argument
 # parser writing its results into `namespace=torch`. function -> the argument positions and
 # keywords that name or hand over what it sets.
+# deepcopy(x, memo): memo[id(memo)] holds every original it copied, a record of calls too.
+KEEPS_ORIGINALS = {"deepcopy": (1, ("memo",))}
 SETS_BY_NAME = {
     "update_wrapper": (2, ("assigned", "updated")),
     "wraps": (1, ("assigned", "updated")),

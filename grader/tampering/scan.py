@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ from grader.tampering.rules import (
     DOTTED,
     HIDDEN,
     INTERCEPTS,
+    KEEPS_ORIGINALS,
     KIT_MODULE_TEXT,
     MAX_ALIASES,
     MODULES,
@@ -279,16 +281,18 @@ def _record_leads(node: ast.AST, named_by_getattr: set[int]) -> Iterator[Lead]:
 
 
 def _sets_by_name_leads(node: ast.AST) -> Iterator[Lead]:
-    """A library call told which attributes to set, or on which object (SETS_BY_NAME)."""
+    """A library call told which attributes to set, or on which object (SETS_BY_NAME), or a
+    deep copy given a memo (KEEPS_ORIGINALS)."""
     if not isinstance(node, ast.Call):
         return
     func = node.func
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-    if name not in SETS_BY_NAME:
-        return
-    position, keywords = SETS_BY_NAME[name]
-    if len(node.args) > position or any(k.arg in keywords for k in node.keywords):
-        yield Lead(node.lineno, f"sets attributes named by text on an object ({name})")
+    for table, what in ((SETS_BY_NAME, "sets attributes named by text on an object"),
+                        (KEEPS_ORIGINALS, "reads the originals a deep copy keeps")):  # fmt: skip
+        if name in table:
+            position, keywords = table[name]
+            if len(node.args) > position or any(k.arg in keywords for k in node.keywords):
+                yield Lead(node.lineno, f"{what} ({name})")
 
 
 def _attribute_leads(node: ast.AST, renamed: dict[str, str], called: set[int]) -> Iterator[Lead]:
@@ -569,6 +573,95 @@ def _text_leads(node: ast.AST, imported_by_call: set[int]) -> Iterator[Lead]:
         yield Lead(node.lineno, f"writes memory directly (names {node.value!r})")
 
 
+MAX_FOLDED = 256  # longer built text names no attribute; also bounds "x" * 10**9
+CASE_METHODS = ("lower", "upper", "strip", "lstrip", "rstrip", "title", "casefold", "swapcase")
+
+
+def _bound(node: ast.expr | None) -> int | None:
+    """A slice bound the source shows (2, -1, or none given); ValueError for any other."""
+    if node is None:
+        return None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_bound(node.operand)
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    raise ValueError("a bound computed at run time")
+
+
+def _fold(node: ast.AST, texts: dict[int, str]) -> str | None:
+    """The text `node` builds from text already folded into `texts` (by id), or None."""
+
+    def text(part: ast.AST) -> str | None:
+        return texts.get(id(part))
+
+    if isinstance(node, ast.Constant):
+        value = node.value
+        return value if isinstance(value, str) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = text(node.left), text(node.right)
+        return None if left is None or right is None else left + right
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):  # "ca" + "l" * 2 + "s"
+        for piece, times in ((node.left, node.right), (node.right, node.left)):
+            count = times.value if isinstance(times, ast.Constant) else None
+            if text(piece) is not None and type(count) is int and 0 <= count <= MAX_FOLDED:
+                return text(piece) * count
+        return None
+    if isinstance(node, ast.JoinedStr):  # f"{'ca'}lls"
+        pieces = []
+        for part in node.values:
+            if isinstance(part, ast.FormattedValue) and (part.conversion != -1 or part.format_spec):
+                return None
+            pieces.append(text(part.value if isinstance(part, ast.FormattedValue) else part))
+        return None if None in pieces else "".join(pieces)
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):  # "sllac"[::-1]
+        whole, bounds = text(node.value), (node.slice.lower, node.slice.upper, node.slice.step)
+        with contextlib.suppress(ValueError, TypeError):  # computed bounds, a step of 0, -None
+            return None if whole is None else whole[slice(*map(_bound, bounds))]
+        return None
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)) or node.keywords:
+        return None
+    owner, method, args = node.func.value, node.func.attr, node.args
+    if method == "decode" and not args and isinstance(owner, ast.Constant):  # b"calls".decode()
+        with contextlib.suppress(UnicodeDecodeError, AttributeError):
+            return owner.value.decode()
+        return None
+    if text(owner) is None:
+        return None
+    if method == "join" and len(args) == 1 and isinstance(args[0], ast.List | ast.Tuple):
+        pieces = [text(part) for part in args[0].elts]
+        return None if None in pieces else text(owner).join(pieces)
+    if method in CASE_METHODS and not args:
+        return getattr(text(owner), method)()
+    if method == "replace" and len(args) == 2 and None not in map(text, args):
+        return text(owner).replace(text(args[0]), text(args[1]))
+    return None
+
+
+def _folded_texts(nodes: list[ast.AST]) -> dict[int, str]:
+    """Text an expression builds from text the source shows ("st" + "rict", f"{'ca'}lls",
+    "".join(["ca", "lls"]), "sllac"[::-1]), by the id of each expression that builds it."""
+    texts: dict[int, str] = {}
+    for node in reversed(nodes):  # ast.walk goes breadth first: every child before its parent
+        value = _fold(node, texts)
+        if value is not None and len(value) <= MAX_FOLDED:
+            texts[id(node)] = value
+    return texts
+
+
+def _built_text_leads(nodes: list[ast.AST], given_by_name: set[int]) -> Iterator[Lead]:
+    """Text built from pieces is read as the text it builds: a record named as
+    {"st" + "rict": False} is named as surely as by "strict". (A name built for getattr or an
+    import has its own lead: `given_by_name`.)"""
+    texts = _folded_texts(nodes)
+    for node in nodes:
+        if id(node) in texts and id(node) not in given_by_name:
+            if isinstance(node, ast.Constant):
+                continue
+            built = ast.Constant(texts[id(node)], lineno=node.lineno)
+            for lead in [*_record_leads(built, set()), *_text_leads(built, set())]:
+                yield Lead(lead.line, f"{lead.what}, built from pieces")
+
+
 def leads(source: str) -> list[Lead]:
     """Every place in `source` that reaches into the grader or out of its process, in order."""
     try:
@@ -653,6 +746,7 @@ def _tree_leads(tree: ast.AST) -> list[Lead]:
         found.update(_match_leads(node))
     found.update(_annotation_leads(nodes))
     found.update(_init_leads(nodes, called))
+    found.update(_built_text_leads(nodes, named_by_getattr | imported_by_call))
     return sorted(found, key=lambda lead: (lead.line, lead.what))
 
 
