@@ -670,6 +670,29 @@ def test_a_sandbox_that_cannot_start_grades_no_one_and_says_so(tmp_path):
     assert sorted(gradebook(out)) == [f"student{i:02d}" for i in range(3)]
 
 
+def test_a_changed_file_that_cannot_be_graded_keeps_no_grade_of_the_earlier_file(tmp_path):
+    # A file that made the grader fail (or a run stopped before it) left the grade of the
+    # student's earlier file in the gradebook: 45.5 stood for a file that was never graded.
+    submissions, out = tmp_path / "submissions", tmp_path / "out"
+    _class(submissions, 2)
+    assert grade(submissions, out).returncode == 0
+    full = gradebook(out)["student00"][SLUG]
+    assert float(full) > 0
+    write(submissions / "student00", f"{SLUG}.py", REFERENCE.read_text() + "\n# changed\n")
+    write(submissions / "student01", f"{SLUG}.py", WRONG + "\n# changed\n")
+    hooks = tmp_path / "hooks"
+    write(hooks, "sitecustomize.py", "import grader.sandbox.forkserver as forkserver\n\n"
+          "forkserver.STARTUP_GRACE_S = 0.0\n")  # fmt: skip
+    broken = grpo_kit("grade", str(submissions), "--out", str(out), "--problems", SLUG,
+                      env=dict(os.environ, PYTHONPATH=str(hooks)))  # fmt: skip
+    assert broken.returncode == 1, broken.stderr[-3000:]
+    assert "2 could not be graded" in broken.stdout
+    assert {row[SLUG] for row in gradebook(out).values()} == {""}, "an earlier file's grade"
+    run = grade(submissions, out)  # the next run grades them
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert gradebook(out)["student00"][SLUG] == full
+
+
 def test_standalone_source_inlines_a_parenthesized_import():
     source = (
         "from reference.kl_estimators import (\n    kl_k1,\n    kl_k3,\n)\n\nestimate = kl_k3\n"

@@ -227,7 +227,11 @@ def run(args: argparse.Namespace) -> int:
 
     def save(student: str) -> bool:
         submission = by_student[student]
-        records = read_records(args.out / student)
+        # Only the records of the files handed in now, under the tests of now: a grade of an
+        # earlier file (whose regrade failed or was stopped) is no grade of this one.
+        records = {slug: record for slug, record in read_records(args.out / student).items()
+                   if slug in course.slugs
+                   and record["graded_from"] == graded_from(submission, course.problem(slug))}  # fmt: skip
         return write_results(args.out, student, assemble(records, course, submission, __version__))
 
     started = time.monotonic()
@@ -260,6 +264,9 @@ def run(args: argparse.Namespace) -> int:
             except KeyboardInterrupt:
                 interrupted = True
                 break
+    for rerun in todo:  # not graded this time: their earlier grades of other files are void
+        if rerun.student not in graded and (args.out / rerun.student).is_dir():
+            save(rerun.student)
     elapsed = time.monotonic() - started
     kept = [p for p in plans if not p.problems]
     rescored = sum(1 for p in kept if save(p.student))
