@@ -992,3 +992,29 @@ def scale(x):
     assert impl.scale(24) == 24
     assert impl.scale(40) == 40
     impl.close()
+
+
+def test_what_a_student_leaves_in_dev_shm_goes_in_one_removal(tmp_path, monkeypatch):
+    """150,000 full folders in /dev/shm took one `rm` each, minutes, past the grader's wait
+    for the fork server: the student was reported as one the grader could not grade."""
+    from grader.sandbox import zygote
+
+    for i in range(300):
+        (tmp_path / f"d{i}" / "inner").mkdir(parents=True)
+        (tmp_path / f"d{i}" / "inner" / "file").write_text("x")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "semaphore").write_text("x")
+    started = []
+    real_run = subprocess.run
+
+    def run(command, **kwargs):
+        started.append(command)
+        return real_run(command, **kwargs)
+
+    monkeypatch.setattr(zygote, "SHM", str(tmp_path))
+    monkeypatch.setattr(zygote.subprocess, "run", run)
+    zygote._remove_shm(os.getuid())
+    assert list(tmp_path.iterdir()) == []
+    assert len(started) == 1, f"{len(started)} processes started"
+    zygote._remove_shm(os.getuid())  # nothing left: nothing started
+    assert len(started) == 1

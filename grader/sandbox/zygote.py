@@ -209,16 +209,27 @@ def _limit_ipc() -> None:
 
 def _remove_shm(uid: int) -> None:
     """Remove what `uid` left in /dev/shm (POSIX semaphores and shared memory, a process pool's
-    locks): every student of this server may write there, and a later one could read it."""
+    locks): every student of this server may write there, and a later one could read it.
+    Folders go in one `rm` for all: one per folder took minutes for 150,000 of them, past the
+    grader's wait for the server, and made the student ungradable."""
+    full_folders = False
     with contextlib.suppress(OSError), os.scandir(SHM) as entries:
         for entry in list(entries):
             with contextlib.suppress(OSError):
                 if entry.stat(follow_symlinks=False).st_uid != uid:
                     continue
-                if entry.is_dir(follow_symlinks=False):
-                    _remove_folder(entry.path)
-                else:
+                if not entry.is_dir(follow_symlinks=False):
                     os.unlink(entry.path)
+                    continue
+                with contextlib.suppress(OSError):
+                    os.rmdir(entry.path)  # most are empty: no process to start
+                    continue
+                full_folders = True
+    if full_folders:  # find hands rm as many as an argument list holds, several times if need be
+        subprocess.run(["find", SHM, "-mindepth", "1", "-maxdepth", "1", "-uid", str(uid),
+                        "-exec", "rm", "-rf", "--one-file-system", "--", "{}", "+"],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=False)  # fmt: skip
 
 
 def _remove_folder(home: str) -> None:
