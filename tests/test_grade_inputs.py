@@ -648,15 +648,18 @@ def test_pytest_runs_die_with_the_grader(tmp_path):
         assert _wait_for(lambda: not _session(process.pid), 10), _session(process.pid)
 
 
+def _grade_where_no_sandbox_starts(submissions: Path, out: Path, hooks: Path):
+    """A grade run in which every sandbox times out starting up."""
+    write(hooks, "sitecustomize.py", "import grader.sandbox.forkserver as forkserver\n\n"
+          "forkserver.STARTUP_GRACE_S = 0.0\n")  # fmt: skip
+    return grpo_kit("grade", str(submissions), "--out", str(out), "--problems", SLUG,
+                    env=dict(os.environ, PYTHONPATH=str(hooks)))  # fmt: skip
+
+
 def test_a_sandbox_that_cannot_start_grades_no_one_and_says_so(tmp_path):
     submissions, out = tmp_path / "submissions", tmp_path / "out"
     _class(submissions, 3)
-    # Every sandbox now times out starting up.
-    hooks = tmp_path / "hooks"
-    write(hooks, "sitecustomize.py", "import grader.sandbox.forkserver as forkserver\n\n"
-          "forkserver.STARTUP_GRACE_S = 0.0\n")  # fmt: skip
-    broken = grpo_kit("grade", str(submissions), "--out", str(out), "--problems", SLUG,
-                      env=dict(os.environ, PYTHONPATH=str(hooks)))  # fmt: skip
+    broken = _grade_where_no_sandbox_starts(submissions, out, tmp_path / "hooks")
     assert broken.returncode == 1, broken.stderr[-3000:]
     for i in range(3):
         line = f"NOT GRADED: student{i:02d}: could not be graded: the sandbox"
@@ -680,11 +683,7 @@ def test_a_changed_file_that_cannot_be_graded_keeps_no_grade_of_the_earlier_file
     assert float(full) > 0
     write(submissions / "student00", f"{SLUG}.py", REFERENCE.read_text() + "\n# changed\n")
     write(submissions / "student01", f"{SLUG}.py", WRONG + "\n# changed\n")
-    hooks = tmp_path / "hooks"
-    write(hooks, "sitecustomize.py", "import grader.sandbox.forkserver as forkserver\n\n"
-          "forkserver.STARTUP_GRACE_S = 0.0\n")  # fmt: skip
-    broken = grpo_kit("grade", str(submissions), "--out", str(out), "--problems", SLUG,
-                      env=dict(os.environ, PYTHONPATH=str(hooks)))  # fmt: skip
+    broken = _grade_where_no_sandbox_starts(submissions, out, tmp_path / "hooks")
     assert broken.returncode == 1, broken.stderr[-3000:]
     assert "2 could not be graded" in broken.stdout
     assert {row[SLUG] for row in gradebook(out).values()} == {""}, "an earlier file's grade"

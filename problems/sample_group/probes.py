@@ -33,6 +33,7 @@ def sample(
     default_device: str | None = None,
     autograd: bool = True,
     positional: bool = False,
+    frozen: bool = False,
     **settings,
 ) -> dict:
     """Sample with the toy model `model` (a spec, see problems/support/toy_models.py).
@@ -42,13 +43,20 @@ def sample(
     the global generator is seeded with `global_seed` either way. `train` is the mode the
     model is handed over in, `device` where its weights live, `default_device` torch's default
     device during the call (as a CPU default is, for a model on a GPU), `autograd` whether
-    autograd is on when the call starts (as its caller left it). `settings`
-    (temperature, top_k, top_p) are passed on as they are.
+    autograd is on when the call starts (as its caller left it), `frozen` whether the model's
+    first parameter comes frozen (requires_grad off, as a frozen embedding is) and the others
+    with gradients. `settings` (temperature, top_k, top_p) are passed on as they are.
     """
     net = build(model).train(train)
     if device is not None:
         net = net.to(device)
+    if frozen:  # the others hold the gradients of a caller accumulating them
+        next(net.parameters()).requires_grad_(False)
+        for parameter in net.parameters():
+            if parameter.requires_grad:
+                parameter.grad = torch.ones_like(parameter)
     weights = {name: value.detach().clone() for name, value in net.state_dict().items()}
+    kept = _parameter_state(net)
     generator = None if seed is None else torch.Generator().manual_seed(seed)
     torch.manual_seed(global_seed)
     grad_enabled = torch.is_grad_enabled()
@@ -76,14 +84,24 @@ def sample(
         torch.set_grad_enabled(grad_enabled)  # whatever the solution did, later tests run as usual
     model_device = next(net.parameters()).device
     result = {name: _field(out, name, model_device) for name in FIELDS}
+    now = _parameter_state(net)
     return result | after | {
         "calls": net.calls,
         "prompt_ids_after": prompt_ids,
         "training_after": net.training,
         "weights_changed": [name for name, value in net.state_dict().items()
                             if not torch.equal(value, weights[name])],
+        "parameters_changed": [f"{name}: {state} -> {now.get(name)}"
+                               for name, state in kept.items() if now.get(name) != state],
         "backward_error": _backward_error(result["completion_ids"]),
     }  # fmt: skip
+
+
+def _parameter_state(net: torch.nn.Module) -> dict[str, str]:
+    """What a caller keeps on each parameter besides its values, as text."""
+    return {name: f"{value.dtype}, requires_grad={value.requires_grad}, on {value.device}, "
+                  f"grad {'none' if value.grad is None else float(value.grad.sum())}"
+            for name, value in net.named_parameters()}  # fmt: skip
 
 
 def _field(out, name: str, device: torch.device) -> torch.Tensor:

@@ -251,21 +251,31 @@ def test_does_not_modify_the_prompts(impl):
 
 
 def test_the_model_keeps_its_mode_and_weights_and_autograd_stays_on(impl):
-    for spec in (CONTEXT, {"kind": "CachedContextLM", "seed": 3}):
-        for train in (True, False):
-            result = sample(impl, spec, prompts([1, 2]), 2, 4, 0, train=train)
-            mode = "training" if train else "evaluation"
-            assert result["training_after"] == train, (
-                f"the model came in {mode} mode and should be left in it"
-            )
-            assert result["weights_changed"] == [], (
-                f"the model's weights changed: {result['weights_changed']}"
-            )
-            assert result["grad_enabled_after"], (
-                "autograd was left disabled: use `with torch.no_grad():` (or the decorator), "
-                "which restores it"
-            )
-            assert not result["inference_mode_after"], "inference mode was left on"
+    # Also what else a caller set on its parameters: a frozen one stays frozen, the others
+    # trainable with their gradients, a bfloat16 model in bfloat16 (model.float(),
+    # requires_grad_ and zero_grad work in place).
+    cached = {"kind": "CachedContextLM", "seed": 3}
+    for spec, train, frozen in [(CONTEXT, True, False), (CONTEXT, False, True),
+                                (cached, True, True), (cached, False, False),
+                                (constant(P4, "bfloat16"), True, False)]:  # fmt: skip
+        result = sample(impl, spec, prompts([1, 2]), 2, 4, 0, train=train, frozen=frozen)
+        mode = "training" if train else "evaluation"
+        assert result["training_after"] == train, (
+            f"the model came in {mode} mode and should be left in it"
+        )
+        assert result["weights_changed"] == [], (
+            f"the model's weights changed: {result['weights_changed']}"
+        )
+        assert result["parameters_changed"] == [], (
+            f"the model's parameters changed besides their values: {result['parameters_changed']}; "
+            "sample under torch.no_grad() and leave the parameters' requires_grad, dtype and "
+            "gradients as the caller left them"
+        )
+        assert result["grad_enabled_after"], (
+            "autograd was left disabled: use `with torch.no_grad():` (or the decorator), "
+            "which restores it"
+        )
+        assert not result["inference_mode_after"], "inference mode was left on"
     # A caller that had turned autograd off (an evaluation loop) finds it off again.
     result = sample(impl, CONTEXT, prompts([1, 2]), 2, 4, 0, autograd=False)
     assert not result["grad_enabled_after"], (
