@@ -27,6 +27,7 @@ from dataclasses import fields
 import torch
 
 from grader.errors import UnexpectedResult
+from problems.support.toy_models import parameter_state, state_changes
 from reference.gpt import GPT, GPTConfig
 from reference.grpo_config import GRPOConfig, Rollout
 from reference.tasks import ReverseDigits
@@ -95,6 +96,8 @@ def build_model(spec: dict | None) -> torch.nn.Module | None:
     # accelerator, which takes longer than building a tiny model.
     torch.default_generator.manual_seed(spec["seed"])
     model = WRAPPERS[spec.get("wrap")](GPT(GPTConfig(**spec["config"])))
+    if spec.get("frozen"):  # its first parameter frozen, as a caller freezes an embedding
+        next(model.parameters()).requires_grad_(False)
     return model.train(spec.get("training", True))
 
 
@@ -114,6 +117,14 @@ def watch_modes(model: torch.nn.Module) -> list:
 def modes(*models: torch.nn.Module | None) -> list:
     """Each model's `training` flag (None for no model)."""
     return [None if model is None else model.training for model in models]
+
+
+def parameter_states(policy: torch.nn.Module, ref: torch.nn.Module | None) -> dict[str, str]:
+    """Each parameter's dtype, device and requires_grad (not its gradient, which a step sets),
+    the policy's and the reference model's."""
+    models = {"policy": policy, "ref_model": ref}
+    return {f"{which}.{name}": state for which, model in models.items() if model is not None
+            for name, state in parameter_state(model, grads=False).items()}  # fmt: skip
 
 
 def named_parameters(model: torch.nn.Module) -> list:
@@ -309,6 +320,7 @@ def run_generate_rollout(
     `global_seed`), and the calls of its reward function."""
     policy_model, ref_model = build_model(policy), build_model(ref)
     grad_modes = watch_modes(policy_model)
+    kept = parameter_states(policy_model, ref_model)
     reward_fn = RecordingReward(reward)
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(global_seed)
@@ -327,6 +339,7 @@ def run_generate_rollout(
         "reward_calls": reward_fn.calls,
         "training": modes(policy_model, ref_model),
         "grad_modes": sorted(set(grad_modes)),
+        "parameters_changed": state_changes(kept, parameter_states(policy_model, ref_model)),
     }
 
 
@@ -390,6 +403,7 @@ def run_grpo_step(
     torch's default device is `default_device` during the call."""
     network, ref_model = build_model(policy), build_model(ref)
     grad_modes = watch_modes(network)
+    kept = parameter_states(network, ref_model)
     recorder = build_optimizer(network, optimizer)
     reward_fn = RecordingReward(reward)
     generator = torch.Generator().manual_seed(seed)
@@ -409,6 +423,7 @@ def run_grpo_step(
         "weights": weights(network),
         "training": modes(network, ref_model),
         "grad_modes": sorted(set(grad_modes)),
+        "parameters_changed": state_changes(kept, parameter_states(network, ref_model)),
     }
 
 

@@ -1096,7 +1096,10 @@ STEP_CASES = {
 
 def test_the_models_are_left_in_the_mode_they_came_in(impl):
     for training in (True, False):
-        policy, ref = tiny(0) | {"training": training}, tiny(1) | {"training": not training}
+        # The policy's first parameter frozen (an embedding): it stays so, and the rest
+        # trainable, whatever the sampling did to them meanwhile.
+        policy = tiny(0) | {"training": training, "frozen": True}
+        ref = tiny(1) | {"training": not training}
         options = config(beta=0.04)
         rollout = impl.probe.run_generate_rollout(
             policy, ref, PROMPT_IDS[:3], ANSWERS[:3], "mod3", EOS, options, 11
@@ -1116,6 +1119,11 @@ def test_the_models_are_left_in_the_mode_they_came_in(impl):
                 f"{name} took a policy with training={training} and ran its passes with "
                 f"autograd on in modes {got['grad_modes']}: compute the loss in the mode the "
                 "policy came in, without switching it for the pass"
+            )
+            assert got["parameters_changed"] == [], (
+                f"{name} changed the models' parameters besides their values: "
+                f"{got['parameters_changed']}; leave each parameter's requires_grad and dtype "
+                "as the caller set them (sampling under torch.no_grad() needs no freezing)"
             )
 
 

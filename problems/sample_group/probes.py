@@ -13,7 +13,7 @@ import contextlib
 import torch
 
 from grader.errors import UnexpectedResult
-from problems.support.toy_models import build
+from problems.support.toy_models import build, parameter_state, state_changes
 
 FIELDS = ("completion_ids", "completion_mask", "logprobs")
 
@@ -56,7 +56,7 @@ def sample(
             if parameter.requires_grad:
                 parameter.grad = torch.ones_like(parameter)
     weights = {name: value.detach().clone() for name, value in net.state_dict().items()}
-    kept = _parameter_state(net)
+    kept = parameter_state(net)
     generator = None if seed is None else torch.Generator().manual_seed(seed)
     torch.manual_seed(global_seed)
     grad_enabled = torch.is_grad_enabled()
@@ -84,24 +84,15 @@ def sample(
         torch.set_grad_enabled(grad_enabled)  # whatever the solution did, later tests run as usual
     model_device = next(net.parameters()).device
     result = {name: _field(out, name, model_device) for name in FIELDS}
-    now = _parameter_state(net)
     return result | after | {
         "calls": net.calls,
         "prompt_ids_after": prompt_ids,
         "training_after": net.training,
         "weights_changed": [name for name, value in net.state_dict().items()
                             if not torch.equal(value, weights[name])],
-        "parameters_changed": [f"{name}: {state} -> {now.get(name)}"
-                               for name, state in kept.items() if now.get(name) != state],
+        "parameters_changed": state_changes(kept, parameter_state(net)),
         "backward_error": _backward_error(result["completion_ids"]),
     }  # fmt: skip
-
-
-def _parameter_state(net: torch.nn.Module) -> dict[str, str]:
-    """What a caller keeps on each parameter besides its values, as text."""
-    return {name: f"{value.dtype}, requires_grad={value.requires_grad}, on {value.device}, "
-                  f"grad {'none' if value.grad is None else float(value.grad.sum())}"
-            for name, value in net.named_parameters()}  # fmt: skip
 
 
 def _field(out, name: str, device: torch.device) -> torch.Tensor:

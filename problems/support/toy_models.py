@@ -26,6 +26,23 @@ def seeded(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale
 
 
+def parameter_state(model: torch.nn.Module, grads: bool = True) -> dict[str, str]:
+    """What a caller keeps on each parameter besides its values, as text: its dtype, device,
+    requires_grad and (with `grads`) the sum of its gradient. A probe compares it before and
+    after a call that must not change the model."""
+    return {
+        name: f"{value.dtype}, requires_grad={value.requires_grad}, on {value.device}"
+        + (f", grad {'none' if value.grad is None else float(value.grad.sum())}" if grads else "")
+        for name, value in model.named_parameters()
+    }
+
+
+def state_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """`parameter_state`'s differences, one line per parameter."""
+    return [f"{name}: {state} -> {after.get(name)}"
+            for name, state in before.items() if after.get(name) != state]  # fmt: skip
+
+
 class ToyLM(torch.nn.Module):
     """Base of the toy models: keeps its constructor's keyword arguments and records calls."""
 
