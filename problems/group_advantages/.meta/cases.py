@@ -71,6 +71,7 @@ def cases():
         case("row-of-6-by-3", np.array([EXAMPLE]), 3, "2-D (1, 6): one row of two groups"),
         case("three-dimensional", np.ones((2, 2, 2)), 2, "more than 2 dimensions"),
         case("zero-dimensional", np.float64(1.0), 1, "a single number is not a batch"),
+        case("python-number", 5.0, 1, "a Python number is not a batch either"),
         case("nan", [0.0, 1.0, math.nan, 1.0], 2, "a NaN reward"),
         case("inf", [0.0, 1.0, math.inf, 1.0], 2, "an infinite reward"),
         case(
