@@ -98,6 +98,8 @@ def build_model(spec: dict | None) -> torch.nn.Module | None:
     model = WRAPPERS[spec.get("wrap")](GPT(GPTConfig(**spec["config"])))
     if spec.get("frozen"):  # its first parameter frozen, as a caller freezes an embedding
         next(model.parameters()).requires_grad_(False)
+    if "dtype" in spec:  # a reference model kept in bfloat16, say
+        model = model.to(getattr(torch, spec["dtype"]))
     return model.train(spec.get("training", True))
 
 

@@ -1097,9 +1097,10 @@ STEP_CASES = {
 def test_the_models_are_left_in_the_mode_they_came_in(impl):
     for training in (True, False):
         # The policy's first parameter frozen (an embedding): it stays so, and the rest
-        # trainable, whatever the sampling did to them meanwhile.
+        # trainable, whatever the sampling did to them meanwhile; the reference model in
+        # bfloat16 stays in it (model.float() converts in place).
         policy = tiny(0) | {"training": training, "frozen": True}
-        ref = tiny(1) | {"training": not training}
+        ref = tiny(1) | {"training": not training, "dtype": "bfloat16"}
         options = config(beta=0.04)
         rollout = impl.probe.run_generate_rollout(
             policy, ref, PROMPT_IDS[:3], ANSWERS[:3], "mod3", EOS, options, 11
