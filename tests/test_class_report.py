@@ -485,13 +485,17 @@ key = "STRICT".lower()
 key = "ca" + "l" * 2 + "s"
 module = "gra" + "der.values"
 originals = copy.deepcopy(model, memo)[id(memo)]
+key = "%sls" % "cal"
+key = "{}{}".format("st", "rict")
 """
-    assert sorted({lead.line for lead in leads(built)}) == list(range(1, 10))
+    assert sorted({lead.line for lead in leads(built)}) == list(range(1, 12))
     # ... but text built from other pieces, or from names, is none; nor a plain deepcopy.
     honest = """label = "call" + "s per row"
 tag = f"{name}_{step}"
 word = "abc"[::-1] + "xyz"[::k]
 head = "=" * 10**9
+line = "%d calls" % n
+line = "{} of {}".format(a, "steps")
 clone = copy.deepcopy(model)
 """
     assert leads(honest) == []

@@ -606,6 +606,14 @@ def _fold(node: ast.AST, texts: dict[int, str]) -> str | None:
             if text(piece) is not None and type(count) is int and 0 <= count <= MAX_FOLDED:
                 return text(piece) * count
         return None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):  # "%sls" % "cal"
+        given = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
+        pieces = [text(part) for part in given]
+        if text(node.left) is None or None in pieces:
+            return None
+        with contextlib.suppress(TypeError, ValueError):
+            return text(node.left) % tuple(pieces)
+        return None
     if isinstance(node, ast.JoinedStr):  # f"{'ca'}lls"
         pieces = []
         for part in node.values:
@@ -630,6 +638,10 @@ def _fold(node: ast.AST, texts: dict[int, str]) -> str | None:
     if method == "join" and len(args) == 1 and isinstance(args[0], ast.List | ast.Tuple):
         pieces = [text(part) for part in args[0].elts]
         return None if None in pieces else text(owner).join(pieces)
+    if method == "format" and None not in map(text, args):  # "{}{}".format("ca", "lls")
+        with contextlib.suppress(IndexError, KeyError, ValueError):
+            return text(owner).format(*map(text, args))
+        return None
     if method in CASE_METHODS and not args:
         return getattr(text(owner), method)()
     if method == "replace" and len(args) == 2 and None not in map(text, args):
@@ -654,12 +666,11 @@ def _built_text_leads(nodes: list[ast.AST], given_by_name: set[int]) -> Iterator
     import has its own lead: `given_by_name`.)"""
     texts = _folded_texts(nodes)
     for node in nodes:
-        if id(node) in texts and id(node) not in given_by_name:
-            if isinstance(node, ast.Constant):
-                continue
-            built = ast.Constant(texts[id(node)], lineno=node.lineno)
-            for lead in [*_record_leads(built, set()), *_text_leads(built, set())]:
-                yield Lead(lead.line, f"{lead.what}, built from pieces")
+        if id(node) not in texts or id(node) in given_by_name or isinstance(node, ast.Constant):
+            continue
+        built = ast.Constant(texts[id(node)], lineno=node.lineno)
+        for lead in [*_record_leads(built, set()), *_text_leads(built, set())]:
+            yield Lead(lead.line, f"{lead.what}, built from pieces")
 
 
 def leads(source: str) -> list[Lead]:
