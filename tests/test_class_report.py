@@ -237,7 +237,7 @@ def test_modules_found_by_text_and_classes_reached_otherwise_are_leads():
              "w = importlib.__import__('gra' + 'der.execution', fromlist=['x'])\n"
              "w._changed_arguments = f\nimport pickle\nfrom unittest import mock\n"
              "from pydoc import locate\nimport marshal, copyreg\n")  # fmt: skip
-    assert [lead.line for lead in leads(found)] == [1, 2, 2, 4, 5, 6, 7, 8, 9, 9]
+    assert [lead.line for lead in leads(found)] == [1, 2, 2, 4, 4, 5, 6, 7, 8, 9, 9]
     # The model's class swapped through a name no alias leads back to a parameter (a sampler
     # with two bugs rose from 43.4 to 50 of 50 each way), or its class's methods replaced
     # through type(model) (43.4 -> 44.7: forward run under no_grad for a sampler without it).
@@ -498,4 +498,28 @@ line = "%d calls" % n
 line = "{} of {}".format(a, "steps")
 clone = copy.deepcopy(model)
 """
+    assert leads(honest) == []
+
+
+def test_builtins_frames_and_hooks_reached_through_other_names_are_leads():
+    # Round 15: a builtin reached as an attribute (len.__self__.exec, torch.builtins.vars) ran
+    # hidden code or read a model's attributes; _operator.attrgetter with a name built by chr
+    # cleared a probe's hooks; a TorchFunctionMode given __torch_function__ by assignment undid
+    # a strict model's judging (40.3 -> 52 of 52, 43 -> 44 of 44, 45.5 -> 50.7), none a lead.
+    reached = """run = len.__self__.exec
+state = torch.builtins.vars(model)
+import _operator
+_operator.attrgetter(name)(policy).clear()
+frame = __import__("sys")._getframe(1)
+class Lenient(TorchFunctionMode):
+    __torch_function__ = route
+frames = inspect.getinnerframes(error.__traceback__)
+sys.meta_path.insert(0, finder)
+frame = coroutine.cr_frame
+values = thing.getattr(model, name)
+"""
+    assert sorted({lead.line for lead in leads(reached)}) == [1, 2, 3, 4, 5, 7, 8, 9, 10, 11]
+    # ... but torch's model.eval() and torch.compile are none.
+    honest = ("model.eval()\nfast = torch.compile(step)\npolicy.train(was_training)\n"
+              "folder = args.dir\ntotal = np.trace(matrix)\n")  # fmt: skip
     assert leads(honest) == []

@@ -24,6 +24,7 @@ MODULES = {
     "socket": "opens sockets",
     # Modules that find another module, or run code, from text or bytes the scan cannot read:
     # pkgutil.resolve_name("gra" + "der.execution"), a pickle whose data calls import_module.
+    "_operator": "reads attributes named by text",
     "pkgutil": "imports modules named by text",
     "pydoc": "imports modules named by text",
     "unittest": "patches objects named by text",
@@ -66,6 +67,12 @@ SUBMODULES = {
     "numpy.lib._stride_tricks_impl": "writes memory directly (an array without bounds)",
 }
 
+# Names of frames and of attribute access by text that nothing else is called: a lead from
+# whatever module they are reached (_operator.attrgetter, __import__("sys")._getframe).
+ANYWHERE = ("_getframe", "currentframe", "getouterframes", "getinnerframes", "attrgetter",
+            "methodcaller", "getclosurevars", "getmembers", "getmembers_static",
+            "getattr_static", "getmodule", "get_type_hints", "get_annotations")  # fmt: skip
+
 # module.attribute pairs, for names that are ordinary elsewhere (torch.stack is no frame).
 QUALIFIED = {
     ("sys", "modules"): "reads sys.modules (other modules' objects)",
@@ -73,6 +80,7 @@ QUALIFIED = {
     ("inspect", "currentframe"): "reads the caller's frame",
     ("inspect", "stack"): "reads the caller's frames",
     ("inspect", "getouterframes"): "reads the caller's frames",
+    ("inspect", "getinnerframes"): "reads the frames of a traceback",
     ("os", "kill"): "signals a process",
     ("os", "_exit"): "ends its process",
     ("os", "fork"): "starts processes",
@@ -140,6 +148,17 @@ ATTRIBUTES = {
     "__array_struct__": "writes memory directly (an array over a raw address)",
     "DummyArray": "writes memory directly (an array over a raw address)",
     "__builtins__": "reaches Python's builtins",
+    # The builtins module under other names: any builtin's __self__ (len.__self__.exec), and
+    # the `builtins` many modules import (torch.builtins.vars).
+    "__self__": "reaches Python's builtins",
+    "builtins": "reaches Python's builtins",
+    # Frames of coroutines and async generators, and import hooks run for every later import.
+    "cr_frame": "reads a coroutine's frame",
+    "ag_frame": "reads an async generator's frame",
+    "meta_path": "imports modules its own way (an import hook)",
+    "path_hooks": "imports modules its own way (an import hook)",
+    "__torch_function__": "intercepts torch's calls, the probe's too",
+    "__torch_dispatch__": "intercepts torch's calls, the probe's too",
     "__subclasses__": "walks the class tree",
     "__dict__": "reads an object's attributes as a dict",
     # What the probes and toy models keep: records of calls and their strictness.
@@ -211,6 +230,7 @@ ATTRIBUTES = {
 }
 # The dicts those functions fill, filled directly: torch.nn.modules.module's
 # _global_forward_hooks, a model's own _forward_pre_hooks.
+ATTRIBUTES |= {name: what for (_, name), what in QUALIFIED.items() if name in ANYWHERE}
 ATTRIBUTES |= {
     f"_{scope}{kind}_hooks{extra}": "runs its code inside a model's call (a hook's dict)"
     for scope in ("", "global_")

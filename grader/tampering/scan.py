@@ -196,6 +196,11 @@ def _intercept_leads(node: ast.AST) -> Iterator[Lead]:
     active it can answer any operation, a toy model's and a probe's included."""
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in INTERCEPTS:
         yield Lead(node.lineno, f"intercepts torch's calls, the probe's too ({node.name})")
+    elif isinstance(node, ast.Assign | ast.AnnAssign):  # __torch_function__ = route
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for name in ast.walk(ast.Tuple(elts=list(targets))):
+            if isinstance(name, ast.Name) and name.id in INTERCEPTS:
+                yield Lead(node.lineno, f"intercepts torch's calls, the probe's too ({name.id})")
 
 
 def _builtin_leads(
@@ -295,8 +300,11 @@ def _sets_by_name_leads(node: ast.AST) -> Iterator[Lead]:
                 yield Lead(node.lineno, f"{what} ({name})")
 
 
-def _attribute_leads(node: ast.AST, renamed: dict[str, str], called: set[int]) -> Iterator[Lead]:
-    """Attributes that reach frames, other modules' objects or a probe's records."""
+def _attribute_leads(
+    node: ast.AST, renamed: dict[str, str], called: set[int], called_bare: set[int]
+) -> Iterator[Lead]:
+    """Attributes that reach frames, other modules' objects or a probe's records
+    (`called_bare`: the attributes called with no arguments, as in model.eval())."""
     if not isinstance(node, ast.Attribute):
         return
     root = _root(node.value)
@@ -305,6 +313,13 @@ def _attribute_leads(node: ast.AST, renamed: dict[str, str], called: set[int]) -
         yield Lead(node.lineno, f"{QUALIFIED[pair]} ({'.'.join(pair)})")
     elif node.attr in ATTRIBUTES:
         yield Lead(node.lineno, f"{ATTRIBUTES[node.attr]} (.{node.attr})")
+    elif node.attr in (*BY_NAME, "__import__", *HIDDEN) and node.attr not in ("compile", "dir"):
+        # A builtin reached as an attribute (torch.builtins.exec, a module's own getattr),
+        # past every rule about the bare name; model.eval() and torch.compile are torch's,
+        # args.dir an ordinary name.
+        if node.attr != "eval" or id(node) not in called_bare:
+            what = HIDDEN.get(node.attr, "reaches attributes or modules named at run time")
+            yield Lead(node.lineno, f"{what} (.{node.attr})")
     elif node.attr == "modules" and id(node) not in called:
         # __import__("sys").modules has no name to resolve; model.modules() is torch's own.
         yield Lead(node.lineno, f"{QUALIFIED['sys', 'modules']} (.modules)")
@@ -726,6 +741,8 @@ def _tree_leads(tree: ast.AST) -> list[Lead]:
             break
         imported_names |= more
     called = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
+    called_bare = {id(node.func) for node in nodes
+                   if isinstance(node, ast.Call) and not node.args and not node.keywords}  # fmt: skip
     imported_by_call = {id(node.args[0]) for node in nodes if _is_import_call(node, importers)}
     named_by_getattr = {id(node.args[1]) for node in nodes if isinstance(node, ast.Call)
                         and isinstance(node.func, ast.Name) and node.func.id in BY_NAME
@@ -749,7 +766,7 @@ def _tree_leads(tree: ast.AST) -> list[Lead]:
         found.update(_builtin_leads(node, called, built, names))
         found.update(_record_leads(node, named_by_getattr))
         found.update(_sets_by_name_leads(node))
-        found.update(_attribute_leads(node, renamed, called))
+        found.update(_attribute_leads(node, renamed, called, called_bare))
         found.update(_text_leads(node, imported_by_call))
         found.update(_patch_leads(node, imported_names, importers))
         found.update(_replaced_leads(node))
