@@ -79,6 +79,25 @@ def grpo_step(policy, ref_model, optimizer, prompt_ids, answers, reward_fn, eos_
     return rollout, {"loss": float(loss), "grad_norm": 1.0, "logps": rollout.sampling_logps}
 """
 
+# One optimizer step and one scheduler step too many, each hidden by editing what the probes
+# kept on the optimizer and the scheduler it was handed (43 and 25.7 rose to 44 of 44).
+HIDE_EXTRA_STEPS = """
+
+_optimize = optimize
+
+
+def optimize(policy, optimizer, rollout, config, scheduler=None):
+    result = _optimize(policy, optimizer, rollout, config, scheduler)
+    optimizer.zero_grad(set_to_none=True)
+    optimizer.step()
+    if isinstance(getattr(optimizer, "steps", None), list):
+        del optimizer.steps[-1]
+    if scheduler is not None:
+        scheduler.step()
+        scheduler.last_epoch -= 1
+    return result
+"""
+
 
 def _sources() -> dict[str, str]:
     """student -> the grpo_trainer.py they hand in (it may import what it builds on)."""
@@ -88,7 +107,8 @@ def _sources() -> dict[str, str]:
     found |= {f"mistake_{name}": standalone_source(mistakes[name], PROBLEM.builds_on)
               for name in MISTAKES}  # fmt: skip
     return found | {"fake_rewards": reference + FAKE_REWARDS,
-                    "forge_records": reference + FORGE_RECORDS}  # fmt: skip
+                    "forge_records": reference + FORGE_RECORDS,
+                    "hide_extra_steps": reference + HIDE_EXTRA_STEPS}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +156,14 @@ def test_a_step_that_is_not_grpo_earns_neither_learning_nor_the_whole_step(grade
         assert cases and not set(cases) & _passed(results[attack]), (attack, function)
     # The pieces it did not touch still earn their points: only the step is judged wrong.
     assert "test_one_update_is_a_step_along_the_grpo_gradient[grpo]" in _passed(results[attack])
+
+
+def test_steps_hidden_by_editing_the_handed_optimizer_and_scheduler_still_count(graded):
+    results, _ = graded
+    missed = {"test_the_scheduler_steps_once_per_update",
+              "test_one_update_is_a_step_along_the_grpo_gradient[grpo]"} & _passed(
+                  results["hide_extra_steps"])  # fmt: skip
+    assert not missed, f"an extra step hidden from the probes passed {missed}"
 
 
 def test_the_capstones_own_reference_is_out_of_reach():

@@ -22,6 +22,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import weakref
+from collections.abc import Callable
 from dataclasses import fields
 
 import torch
@@ -103,17 +105,24 @@ def build_model(spec: dict | None) -> torch.nn.Module | None:
     return model.train(spec.get("training", True))
 
 
-def watch_modes(model: torch.nn.Module) -> list:
-    """The model's `training` flag at each of its calls made with autograd on (the passes a
-    gradient comes from), appended as they happen."""
+def watch_modes(model: torch.nn.Module) -> Callable[[], list]:
+    """A function giving the model's `training` flag at each of its calls made with autograd
+    on (the passes a gradient comes from), in order. The hook that notes them lives on the
+    model, which the solution holds: one it removed makes that function raise."""
     seen: list = []
 
     def note(module, args):
         if torch.is_grad_enabled():
             seen.append(module.training)
 
-    model.register_forward_pre_hook(note)
-    return seen
+    hook = model.register_forward_pre_hook(note)
+
+    def noted() -> list:
+        if model._forward_pre_hooks.get(hook.id) is not note:
+            raise UnexpectedResult("the model's forward hooks were changed: leave them as they are")
+        return sorted(set(seen))
+
+    return noted
 
 
 def modes(*models: torch.nn.Module | None) -> list:
@@ -148,6 +157,12 @@ def gradients(model: torch.nn.Module) -> dict:
 # ---------------------------------------------------------------- optimizers and schedules
 
 
+# What the probes record about the objects they hand over, kept here and not on the objects:
+# a solution holds the optimizer and the scheduler, and could edit a record kept on them (del
+# optimizer.steps[-1] hid a step too many), but not this module's own dictionary.
+RECORDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 class Recording:
     """An optimizer that records, at every step(), the learning rate (and gradients) it uses."""
 
@@ -158,17 +173,21 @@ class Recording:
         super().__init__([p for _, p in self.named], **options)
         if isinstance(record_grads, bool):
             record_grads = math.inf if record_grads else 0
-        self.grad_steps = record_grads
-        self.steps = []
+        RECORDS[self] = {"grad_steps": record_grads, "steps": []}
 
     def step(self, closure=None):
-        record = {"lr": float(self.param_groups[0]["lr"])}
-        if len(self.steps) < self.grad_steps:
+        record, kept = {"lr": float(self.param_groups[0]["lr"])}, RECORDS[self]
+        if len(kept["steps"]) < kept["grad_steps"]:
             record["grads"] = {
                 name: None if p.grad is None else p.grad.detach().clone() for name, p in self.named
             }
-        self.steps.append(record)
+        kept["steps"].append(record)
         return super().step(closure)
+
+
+def steps_of(optimizer: Recording) -> list[dict]:
+    """Every step() of `optimizer`: its learning rate (and gradients)."""
+    return RECORDS[optimizer]["steps"]
 
 
 class RecordingSGD(Recording, torch.optim.SGD):
@@ -188,10 +207,20 @@ def build_optimizer(model: torch.nn.Module, spec: dict) -> Recording:
     return OPTIMIZERS[spec["kind"]](model, **options)
 
 
+class CountedLambdaLR(torch.optim.lr_scheduler.LambdaLR):
+    """A LambdaLR whose steps the probe counts itself (its last_epoch is the solution's)."""
+
+    def step(self, *args, **kwargs):
+        RECORDS.setdefault(self, {"steps": 0})["steps"] += 1
+        return super().step(*args, **kwargs)
+
+
 def build_scheduler(optimizer: Recording, name: str | None):
     if name is None:
         return None
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, SCHEDULES[name])
+    scheduler = CountedLambdaLR(optimizer, SCHEDULES[name])
+    RECORDS[scheduler] = {"steps": 0}  # the step() LambdaLR takes when it is built
+    return scheduler
 
 
 # ---------------------------------------------------------------- reward functions
@@ -249,11 +278,12 @@ class RecordingReward:
     answers_per_row), and a reward function may name its parameters as it likes."""
 
     def __init__(self, name: str):
-        self.function, self.calls = REWARDS[name], []
+        self.function = REWARDS[name]
+        RECORDS[self] = []
 
     def __call__(self, completion_ids, answers, /):
         with torch.device("cpu"):  # a reward function's own tensors are none of the step's
-            self.calls.append(
+            RECORDS[self].append(
                 {
                     "completion_ids": torch.as_tensor(completion_ids).clone(),
                     "answers": list(answers),
@@ -338,9 +368,9 @@ def run_generate_rollout(
     )
     return {
         "rollout": rollout_fields(rollout, "generate_rollout"),
-        "reward_calls": reward_fn.calls,
+        "reward_calls": RECORDS[reward_fn],
         "training": modes(policy_model, ref_model),
-        "grad_modes": sorted(set(grad_modes)),
+        "grad_modes": grad_modes(),
         "parameters_changed": state_changes(kept, parameter_states(policy_model, ref_model)),
     }
 
@@ -379,10 +409,10 @@ def run_optimize(solution, policy, rollout, config, optimizer, scheduler=None, s
     return {
         "result": checked_dict(result, "optimize"),
         "old_logps": batch.old_logps,
-        "steps": recorder.steps,
+        "steps": steps_of(recorder),
         "weights": weights(network),
-        # The schedule's position for the next call: a step skipped at the end shows only here.
-        "scheduler_steps": None if schedule is None else int(schedule.last_epoch),
+        # A step skipped at the end shows only here.
+        "scheduler_steps": None if schedule is None else RECORDS[schedule]["steps"],
     }
 
 
@@ -420,11 +450,11 @@ def run_grpo_step(
     return {
         "rollout": rollout_fields(rollout, "grpo_step"),
         "result": checked_dict(out, "grpo_step"),
-        "reward_calls": reward_fn.calls,
-        "steps": recorder.steps,
+        "reward_calls": RECORDS[reward_fn],
+        "steps": steps_of(recorder),
         "weights": weights(network),
         "training": modes(network, ref_model),
-        "grad_modes": sorted(set(grad_modes)),
+        "grad_modes": grad_modes(),
         "parameters_changed": state_changes(kept, parameter_states(network, ref_model)),
     }
 
