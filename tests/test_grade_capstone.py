@@ -1,11 +1,12 @@
 """The capstone graded by `grpo-kit grade`: its probes run beside the student's code in the
 sandbox, and the tests judge what they return with their own computations.
 
-One batch grades the reference, the starter, a few catalogued mistakes and three attacks on
+One batch grades the reference, the starter, a few catalogued mistakes and four attacks on
 the probes' claims: a step that reports climbing rewards without training (and would use the
 capstone's own reference if the sandbox let it read it), a step that trains on the known
 answers while calling the reward function as GRPO would, and one that rewrites the probes'
-records in its own process. None may earn the learning test or the whole-step test.
+records in its own process. None may earn the learning test or the whole-step test. A fourth
+takes a step too many and edits the optimizer and scheduler it was handed to hide it.
 """
 
 from __future__ import annotations
