@@ -571,8 +571,15 @@ def _start_grading(submissions: Path, out: Path) -> subprocess.Popen:
     work = out.parent / "tmp"
     work.mkdir()
     return subprocess.Popen(command, cwd=KIT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True,
+                            text=True, start_new_session=True, preexec_fn=_ctrl_c_as_in_a_terminal,
                             env=dict(os.environ, TMPDIR=str(work)))  # fmt: skip
+
+
+def _ctrl_c_as_in_a_terminal() -> None:
+    """A job started in the background (`nohup make test &`) inherits SIGINT ignored, and so
+    would the grader, which then rightly ignores the test's Ctrl-C: start it as a terminal
+    would."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _session(leader: int) -> dict[int, str]:
