@@ -13,7 +13,7 @@ import contextlib
 import torch
 
 from grader.errors import UnexpectedResult
-from problems.support.toy_models import build, parameter_state, state_changes
+from problems.support.toy_models import build, calls_of, parameter_state, state_changes
 
 FIELDS = ("completion_ids", "completion_mask", "logprobs")
 
@@ -85,7 +85,7 @@ def sample(
     model_device = next(net.parameters()).device
     result = {name: _field(out, name, model_device) for name in FIELDS}
     return result | after | {
-        "calls": net.calls,
+        "calls": calls_of(net),
         "prompt_ids_after": prompt_ids,
         "training_after": net.training,
         "weights_changed": [name for name, value in net.state_dict().items()

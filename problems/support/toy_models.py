@@ -6,15 +6,17 @@ the test builds the same model from the same spec and computes what it expects f
 model's exact logits (`logits`, which records nothing).
 
 The models are made of seeded tensors, so their logits are known exactly, and every call of
-`forward` is recorded in `calls` (what the model read, which attention mask, whether a KV
-cache came along, whether autograd or inference mode was on, the model's training flag) so
-that a probe can return how the model was used, to explain a failure. The solution's process
-can rewrite that record, so a verdict never rests on it alone: a ``strict`` model answers a
-call the statement forbids with other logits (`ToyLM.judged`), and the samples show it.
+`forward` is recorded (`calls_of(model)`: what the model read, which attention mask, whether a
+KV cache came along, whether autograd or inference mode was on, the model's training flag) so
+that a probe can return how the model was used, to explain a failure. The record is kept in
+this module, out of the model's reach, but the solution's process could still reach it by
+means the class report lists, so a verdict never rests on it alone: a ``strict`` model answers
+a call the statement forbids with other logits (`ToyLM.judged`), and the samples show it.
 """
 
 from __future__ import annotations
 
+import weakref
 from types import SimpleNamespace
 
 import torch
@@ -43,14 +45,31 @@ def state_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
             for name, state in before.items() if after.get(name) != state]  # fmt: skip
 
 
+# Each toy model's strictness and record of calls, kept here and not on the model: the solution
+# holds the model and can edit whatever is on it (an attribute, its __dict__, through copy's
+# helpers), not this dictionary. (In the sandbox, this module imported by name is a fresh copy
+# with a dictionary of its own.)
+RECORDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def calls_of(model: torch.nn.Module) -> list[dict]:
+    """How `model` was called: one dict per call of its `forward` (see ToyLM.record)."""
+    return RECORDS[model]["calls"]
+
+
 class ToyLM(torch.nn.Module):
-    """Base of the toy models: keeps its constructor's keyword arguments and records calls."""
+    """Base of the toy models: records its calls and, when strict, judges them."""
 
     def __init__(self, **init_kwargs):
+        if self in RECORDS:  # type(model).__init__(model) would reset a model's records
+            raise RuntimeError("a toy model is built once: do not run its constructor again")
         super().__init__()
-        self.init_kwargs = init_kwargs
-        self.strict = bool(init_kwargs.get("strict", False))
-        self.calls: list[dict] = []
+        RECORDS[self] = {"strict": bool(init_kwargs.get("strict", False)), "calls": []}
+
+    def _records(self) -> dict:
+        if self not in RECORDS:  # copy.deepcopy(model), pickled and loaded: none is the model
+            raise RuntimeError("this is a copy of the toy model handed over: call that one")
+        return RECORDS[self]
 
     def judged(self, logits: torch.Tensor, reread: bool = False) -> torch.Tensor:
         """The logits a call gets: a `strict` model answers a call the statement forbids (with
@@ -58,11 +77,11 @@ class ToyLM(torch.nn.Module):
         negated logits. `calls` only says how the model was called, and a solution controls
         what its own process reports; it does not control what it then sampled."""
         forbidden = torch.is_grad_enabled() or torch.is_inference_mode_enabled() or reread
-        return -logits if self.strict and forbidden else logits
+        return -logits if self._records()["strict"] and forbidden else logits
 
     def record(self, input_ids, attention_mask=None, past_length: int = 0, cached=False):
         """Note one call of `forward`: plain data only, copied, so later steps cannot change it."""
-        self.calls.append(
+        self._records()["calls"].append(
             {
                 "input_ids": input_ids.detach().clone(),
                 "attention_mask": None
@@ -159,7 +178,7 @@ class CachedContextLM(ContextLM):
         self.record(input_ids, attention_mask, past.shape[1], past_key_values is not None)
         sequence = torch.cat([past, input_ids], dim=1)
         # Only the first call reads the prompts without a cache; a later one rereads them.
-        reread = past_key_values is None and len(self.calls) > 1
+        reread = past_key_values is None and len(self._records()["calls"]) > 1
         logits = self.judged(self.logits(sequence)[:, past.shape[1] :], reread)
         cache = None
         if use_cache and self.cache == "object":
