@@ -210,17 +210,17 @@ def build_optimizer(model: torch.nn.Module, spec: dict) -> Recording:
 class CountedLambdaLR(torch.optim.lr_scheduler.LambdaLR):
     """A LambdaLR whose steps the probe counts itself (its last_epoch is the solution's)."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        RECORDS[self] = {"steps": 0}  # not the step() LambdaLR takes when it is built
+
     def step(self, *args, **kwargs):
         RECORDS.setdefault(self, {"steps": 0})["steps"] += 1
         return super().step(*args, **kwargs)
 
 
 def build_scheduler(optimizer: Recording, name: str | None):
-    if name is None:
-        return None
-    scheduler = CountedLambdaLR(optimizer, SCHEDULES[name])
-    RECORDS[scheduler] = {"steps": 0}  # the step() LambdaLR takes when it is built
-    return scheduler
+    return None if name is None else CountedLambdaLR(optimizer, SCHEDULES[name])
 
 
 # ---------------------------------------------------------------- reward functions

@@ -54,7 +54,7 @@ RECORDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def calls_of(model: torch.nn.Module) -> list[dict]:
     """How `model` was called: one dict per call of its `forward` (see ToyLM.record)."""
-    return RECORDS[model]["calls"]
+    return model._records()["calls"]
 
 
 class ToyLM(torch.nn.Module):
