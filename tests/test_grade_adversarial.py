@@ -453,6 +453,26 @@ def _sample_group_forging(grad: bool, forge: bool) -> str:
     return honest + f"\nGRAD, FORGE = {grad}, {forge}\n" + _SAMPLE_WRAPPER
 
 
+# sample_group's reference with autograd left on while sampling; the attack then replaces what
+# torch says of autograd (its functions and the tensors' flag) so the toy model cannot tell.
+_GRAD_LIES = """
+import torch as _torch
+
+for _name in ("is_grad_enabled", "is_inference_mode_enabled"):
+    setattr(_torch, _name, lambda: False)
+    setattr(_torch._C, _name, lambda: False)
+_torch.Tensor.requires_grad = property(lambda self: False)
+_torch.Tensor.is_inference = lambda self: False
+"""
+
+
+def _sample_group_with_autograd(lie: bool) -> str:
+    honest = standalone_source(get_problem("sample_group").reference.read_text())
+    assert "with torch.no_grad():" in honest
+    sampling_with_autograd = honest.replace("with torch.no_grad():", "with torch.enable_grad():")
+    return sampling_with_autograd + (_GRAD_LIES if lie else "")
+
+
 def _capstone(attack: str, forge: bool = True, base: str = "stub") -> str:
     """The capstone's starter (or reference) with the functions of
     tests/adversarial/grpo_trainer/<attack>.py appended (they replace its own); `forge=False`
@@ -480,6 +500,8 @@ PROBE_ATTACKS = {
                             _sample_group_forging(False, False)),
     "forged_no_grad_calls": ("sample_group", _sample_group_forging(True, True),
                              _sample_group_forging(True, False)),
+    "patched_grad_mode": ("sample_group", _sample_group_with_autograd(True),
+                          _sample_group_with_autograd(False)),
     "empty_tensors": ("grpo_trainer", _capstone("empty_tensors"),
                       _capstone("empty_tensors", forge=False)),
     "train_outside_grpo": ("grpo_trainer", _capstone("train_outside_grpo"),

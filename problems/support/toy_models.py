@@ -20,8 +20,17 @@ import weakref
 from types import SimpleNamespace
 
 import torch
+from torch._C import TensorBase
 
 VOCAB = 8
+
+# How a call ran, read from torch's C functions taken when the kit imports this module (before
+# any solution runs) and from the logits autograd produced: a solution can replace
+# `torch.is_grad_enabled` and `torch.Tensor`'s attributes, not these.
+_grad_enabled = torch._C.is_grad_enabled
+_inference_mode = torch._C.is_inference_mode_enabled
+_requires_grad = TensorBase.requires_grad.__get__
+_is_inference = TensorBase.is_inference
 
 
 def seeded(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
@@ -76,7 +85,13 @@ class ToyLM(torch.nn.Module):
         autograd or inference mode on, or rereading a sequence its KV cache holds) with the
         negated logits. `calls` only says how the model was called, and a solution controls
         what its own process reports; it does not control what it then sampled."""
-        forbidden = torch.is_grad_enabled() or torch.is_inference_mode_enabled() or reread
+        forbidden = (
+            reread
+            or _grad_enabled()
+            or _inference_mode()
+            or _requires_grad(logits)
+            or _is_inference(logits)
+        )
         return -logits if self._records()["strict"] and forbidden else logits
 
     def record(self, input_ids, attention_mask=None, past_length: int = 0, cached=False):
@@ -89,8 +104,8 @@ class ToyLM(torch.nn.Module):
                 else attention_mask.detach().clone(),
                 "cached": cached,
                 "past_length": past_length,
-                "grad_enabled": torch.is_grad_enabled(),
-                "inference_mode": torch.is_inference_mode_enabled(),
+                "grad_enabled": _grad_enabled(),
+                "inference_mode": _inference_mode(),
                 "training": self.training,
             }
         )
