@@ -1042,3 +1042,105 @@ def test_a_toy_models_records_are_out_of_its_own_reach():
     with pytest.raises(RuntimeError, match="copy"):
         copy.deepcopy(model)(ids)
     assert torch.equal(model(ids), -model.logits(ids)), "autograd on: judged as strict"
+
+
+def test_no_method_or_weak_reference_of_a_handed_object_leads_to_its_records():
+    """Round 16: `model._records()` handed over a toy model's live records, and a
+    WeakKeyDictionary's callback (reached through weakref.getweakrefs(optimizer)) the probes'
+    whole dictionary (25.7 -> 44 of 44). Nothing a handed object offers reaches them now."""
+    import weakref
+
+    import torch
+
+    from problems.grpo_trainer import probes
+    from problems.support import toy_models
+
+    model = toy_models.build({"kind": "ContextLM", "seed": 3, "strict": True})
+    optimizer = probes.build_optimizer(model, {"kind": "SGD", "lr": 0.1})
+    scheduler = probes.build_scheduler(optimizer, "halving")
+    reward = probes.RecordingReward(next(iter(probes.REWARDS)))
+    kept = [toy_models.RECORDS._kept, probes.RECORDS._kept]
+    for handed in (model, optimizer, scheduler, reward):
+        for link in weakref.getweakrefs(handed):
+            assert link.__callback__ is None, f"a weak reference to {handed!r} calls back"
+        for name in dir(handed):
+            value = getattr(handed, name, None)
+            if callable(value) and name.startswith("_record"):
+                raise AssertionError(f"{type(handed).__name__}.{name} reaches its records")
+            assert not any(value is k for k in kept), f"{name} is the records"
+    with torch.no_grad():
+        model(torch.tensor([[1, 2]]))
+    assert toy_models.calls_of(model)[0]["grad_enabled"] is False
+
+
+CONFINED = """
+import marshal
+import os
+import sys
+import zipfile
+
+def scale(x):
+    if x == "stdlib":  # modules not imported yet, its own source read by inspect, data files
+        import fractions
+        import inspect
+        with open("data.txt", "w") as file:
+            file.write("1/3")
+        with open("data.txt") as file:
+            third = fractions.Fraction(file.read())
+        return [str(third), inspect.getsource(scale).splitlines()[0]]
+    if x == "module":  # a module written to its own folder, then imported
+        with open("hidden_helper.py", "w") as file:
+            file.write("ANSWER = 42")
+        sys.path.insert(0, os.getcwd())
+        import hidden_helper
+        return hidden_helper.ANSWER
+    if x == "compiled":  # the same, compiled by hand: no source for anyone to read
+        import importlib.util
+        os.mkdir("compiled")
+        with open("compiled/hidden_compiled.pyc", "wb") as file:
+            code = marshal.dumps(compile("ANSWER = 42", "x", "exec"))
+            file.write(importlib.util.MAGIC_NUMBER + bytes(12) + code)
+        sys.path.append(os.path.abspath("compiled"))
+        import hidden_compiled
+        return hidden_compiled.ANSWER
+    if x == "archive":  # a zip archive in /dev/shm
+        with zipfile.ZipFile("/dev/shm/hidden.zip", "w") as archive:
+            archive.writestr("hidden_zipped.py", "ANSWER = 42")
+        sys.path.insert(0, "/dev/shm/hidden.zip")
+        import hidden_zipped
+        return hidden_zipped.ANSWER
+    if x == "loader":  # a loader given the file's path, with sys.path as it was
+        import importlib.util
+        with open("hidden_loaded.py", "w") as file:
+            file.write("ANSWER = 42")
+        spec = importlib.util.spec_from_file_location("hidden_loaded", "hidden_loaded.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.ANSWER
+    if x == "memory":
+        return open("/proc/self/mem", "rb").read(1)
+    if x == "program":
+        import subprocess
+        return subprocess.run(["/bin/true"]).returncode
+    if x == "link":
+        os.symlink("/etc/hostname", "link")
+    if x == "folder":
+        os.chdir("/usr")
+    return "not refused"
+"""
+
+
+@pytest.mark.parametrize("how", ["module", "compiled", "archive", "loader", "memory", "program",
+                                 "link", "folder"])  # fmt: skip
+def test_a_sandboxed_submission_runs_no_code_it_wrote_and_starts_no_program(tmp_path, how):
+    """Round 16: a module written to the student's own folder (or an archive in /dev/shm)
+    and imported ran code no scan reads, which rewrote the probes' records (40.3 -> 52 of 52,
+    no lead). In the sandbox, a submission now loads no code from where it may write (except
+    its own source), and starts no program; its data files work as anywhere."""
+    if not SANDBOXED:
+        pytest.skip("needs a working bubblewrap")
+    impl = sandboxed(tmp_path, CONFINED)
+    assert impl.scale("stdlib") == ["1/3", "def scale(x):"]
+    with pytest.raises(PermissionError, match="sandbox refuses"):
+        impl.scale(how)
+    impl.close()

@@ -37,6 +37,7 @@ SANDBOX_FILES = (
     "grader/execution.py",
     "grader/sandbox/__init__.py",
     "grader/sandbox/child.py",
+    "grader/sandbox/confine.py",
     "grader/sandbox/frames.py",
     "grader/sandbox/limits.py",
     "grader/sandbox/zygote.py",

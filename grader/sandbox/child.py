@@ -18,6 +18,7 @@ from pathlib import Path
 from grader.errors import describe_exception
 from grader.execution import Session, import_failure, load_file, load_source, solution_namespace
 from grader.sandbox import frames
+from grader.sandbox.confine import confine
 
 # The kit's own packages: this process's grader (the session, the value encoder, the in-place
 # check) and the probes' support (toy models).
@@ -39,7 +40,7 @@ def _forget_kit_modules() -> None:
     sys.modules["__main__"] = types.ModuleType("__main__")
 
 
-def _load(request: dict) -> tuple[dict, Session | None]:
+def _load(request: dict, confined: bool) -> tuple[dict, Session | None]:
     slug, filename = str(request["slug"]), str(request["filename"])
     # The probes first: they import the kit's modules, which are then forgotten.
     probes_path = request.get("probes")
@@ -49,6 +50,8 @@ def _load(request: dict) -> tuple[dict, Session | None]:
     # locally, where the file is the one the learner edits.
     with contextlib.suppress(OSError):
         Path(filename).write_text(str(request["source"]), encoding="utf-8")
+    if confined:
+        confine(filename)
     try:
         module = load_source(str(request["source"]), f"solution_{slug}", filename)
     except BaseException as exc:  # noqa: BLE001 - importing a submission may raise anything
@@ -57,7 +60,7 @@ def _load(request: dict) -> tuple[dict, Session | None]:
     return {"loaded": True}, Session(solution, probes)
 
 
-def serve(requests_fd: int, replies_fd: int) -> None:
+def serve(requests_fd: int, replies_fd: int, confined: bool = False) -> None:
     """Answer requests one at a time until the grader closes the pipe."""
     frames.write(replies_fd, {"ready": True})
     session = None
@@ -71,7 +74,7 @@ def serve(requests_fd: int, replies_fd: int) -> None:
             return
         try:
             if request.get("op") == "load":
-                reply, session = _load(request)
+                reply, session = _load(request, confined)
             else:
                 if request.get("test") != test:
                     test = request.get("test")

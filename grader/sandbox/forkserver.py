@@ -149,6 +149,9 @@ class ForkServer:
             "switch_uids": sandboxed,
             "probe_uid": _next_uid(),
             "own_ipc": sandboxed,  # its own IPC namespace, whose limits it may set
+            # Only where the sandbox mounts the system read-only: without it, a student's
+            # process may write where Python's own modules are (confine.py).
+            "confine": sandboxed,
         }
         # The kit's own folder first: the sandbox must run these very files, whatever copy of
         # the kit the environment has installed.

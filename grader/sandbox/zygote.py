@@ -94,7 +94,7 @@ def _home(uid: int | None) -> str:
 
 
 def _become_student(request: dict, fds: list[int], control: socket.socket,
-                    own_uid: bool, home: str) -> None:  # fmt: skip
+                    own_uid: bool, confined: bool, home: str) -> None:  # fmt: skip
     """In the forked process: leave everything of the server behind, then serve."""
     requests_fd, replies_fd, output_fd = fds
     control.close()
@@ -118,7 +118,7 @@ def _become_student(request: dict, fds: list[int], control: socket.socket,
     limits.apply(request["limits"], own_uid=own_uid, host=request.get("host"))
     with contextlib.suppress(OSError, AttributeError):  # a kernel without seccomp filters
         _no_keyrings()
-    child.serve(requests_fd, replies_fd)
+    child.serve(requests_fd, replies_fd, confined)
 
 
 def _alive(pid: str) -> bool:
@@ -249,8 +249,8 @@ def _ending(status: int) -> dict:
 
 
 class Server:
-    def __init__(self, control: socket.socket, own_uids: bool):
-        self.control, self.own_uids = control, own_uids
+    def __init__(self, control: socket.socket, own_uids: bool, confined: bool):
+        self.control, self.own_uids, self.confined = control, own_uids, confined
         self.children: dict[int, tuple[int | None, str]] = {}  # pid -> (uid, home)
 
     def fork(self, request: dict, fds: list[int]) -> dict:
@@ -262,7 +262,7 @@ class Server:
         if pid == 0:
             code = 0
             try:
-                _become_student(request, fds, self.control, self.own_uids, home)
+                _become_student(request, fds, self.control, self.own_uids, self.confined, home)
             except BaseException:  # noqa: BLE001 - a child must never return into the server
                 code = 70
             os._exit(code)
@@ -326,7 +326,7 @@ def main() -> None:
         _limit_ipc()
     own_uids = bool(config["switch_uids"]) and _can_switch_uid(int(config["probe_uid"]))
     control.send(json.dumps({"ready": True, "own_uids": own_uids}).encode())
-    Server(control, own_uids).serve()
+    Server(control, own_uids, bool(config.get("confine"))).serve()
 
 
 if __name__ == "__main__":
