@@ -473,6 +473,35 @@ def _sample_group_with_autograd(lie: bool) -> str:
     return sampling_with_autograd + (_GRAD_LIES if lie else "")
 
 
+# ... and the same, with a module written to the student's own folder and imported: code that
+# no scan reads, which finds a toy model's records through gc and turns its strictness off.
+_HIDDEN_HELPER = """
+import os as _os
+import sys as _sys
+
+try:
+    with open("hidden_helper.py", "w") as _file:
+        _file.write(
+            "import gc\\n"
+            "def disarm(model):\\n"
+            "    for held in gc.get_referrers(model):\\n"
+            "        if type(held) is tuple and len(held) == 2 and held[0] is model:\\n"
+            "            held[1]['strict'] = False\\n"
+        )
+    _sys.path.insert(0, _os.getcwd())
+    import hidden_helper
+except OSError:  # refused: sample as the control does
+    hidden_helper = None
+_sample_unhelped = sample_group
+
+
+def sample_group(model, *args, **kwargs):
+    if hidden_helper is not None:
+        hidden_helper.disarm(model)
+    return _sample_unhelped(model, *args, **kwargs)
+"""
+
+
 def _capstone(attack: str, forge: bool = True, base: str = "stub") -> str:
     """The capstone's starter (or reference) with the functions of
     tests/adversarial/grpo_trainer/<attack>.py appended (they replace its own); `forge=False`
@@ -502,10 +531,14 @@ PROBE_ATTACKS = {
                              _sample_group_forging(True, False)),
     "patched_grad_mode": ("sample_group", _sample_group_with_autograd(True),
                           _sample_group_with_autograd(False)),
+    "hidden_module": ("sample_group", _sample_group_with_autograd(False) + _HIDDEN_HELPER,
+                      _sample_group_with_autograd(False)),
     "empty_tensors": ("grpo_trainer", _capstone("empty_tensors"),
                       _capstone("empty_tensors", forge=False)),
     "train_outside_grpo": ("grpo_trainer", _capstone("train_outside_grpo"),
                            get_problem("grpo_trainer").stub.read_text()),
+    "hidden_extra_step": ("grpo_trainer", _capstone("hidden_extra_step", base="reference"),
+                          _capstone("hidden_extra_step", forge=False, base="reference")),
     "merged_reward_calls": ("grpo_trainer", _capstone("reward_per_group", base="reference"),
                             _capstone("reward_per_group", forge=False, base="reference")),
 }  # fmt: skip

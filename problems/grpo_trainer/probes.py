@@ -22,13 +22,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import weakref
 from collections.abc import Callable
 from dataclasses import fields
 
 import torch
 
 from grader.errors import UnexpectedResult
+from problems.support.records import Records
 from problems.support.toy_models import parameter_state, state_changes
 from reference.gpt import GPT, GPTConfig
 from reference.grpo_config import GRPOConfig, Rollout
@@ -157,10 +157,10 @@ def gradients(model: torch.nn.Module) -> dict:
 # ---------------------------------------------------------------- optimizers and schedules
 
 
-# What the probes record about the objects they hand over, kept here and not on the objects:
-# a solution holds the optimizer and the scheduler, and could edit a record kept on them (del
-# optimizer.steps[-1] hid a step too many), but not this module's own dictionary.
-RECORDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# What the probes record about the objects they hand over, kept here and not on the objects
+# (see problems/support/records.py): a solution holds the optimizer and the scheduler, and
+# could edit a record kept on them (del optimizer.steps[-1] hid a step too many).
+RECORDS = Records()
 
 
 class Recording:

@@ -11,16 +11,17 @@ KV cache came along, whether autograd or inference mode was on, the model's trai
 that a probe can return how the model was used, to explain a failure. The record is kept in
 this module, out of the model's reach, but the solution's process could still reach it by
 means the class report lists, so a verdict never rests on it alone: a ``strict`` model answers
-a call the statement forbids with other logits (`ToyLM.judged`), and the samples show it.
+a call the statement forbids with other logits (`_judged`), and the samples show it.
 """
 
 from __future__ import annotations
 
-import weakref
 from types import SimpleNamespace
 
 import torch
 from torch._C import TensorBase
+
+from problems.support.records import Records
 
 VOCAB = 8
 
@@ -54,16 +55,50 @@ def state_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
             for name, state in before.items() if after.get(name) != state]  # fmt: skip
 
 
-# Each toy model's strictness and record of calls, kept here and not on the model: the solution
-# holds the model and can edit whatever is on it (an attribute, its __dict__, through copy's
-# helpers), not this dictionary. (In the sandbox, this module imported by name is a fresh copy
-# with a dictionary of its own.)
-RECORDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# Each toy model's strictness and record of calls (see records.py). The model reaches them
+# only through this module's functions, not through a method of its own, which anyone holding
+# the model could call. (In the sandbox, this module imported by name is a fresh copy with
+# records of its own.)
+RECORDS = Records()
+
+
+def _records(model: torch.nn.Module) -> dict:
+    if model not in RECORDS:  # copy.deepcopy(model), pickled and loaded: none is the model
+        raise RuntimeError("this is a copy of the toy model handed over: call that one")
+    return RECORDS[model]
 
 
 def calls_of(model: torch.nn.Module) -> list[dict]:
-    """How `model` was called: one dict per call of its `forward` (see ToyLM.record)."""
-    return model._records()["calls"]
+    """How `model` was called: one dict per call of its `forward` (see `_record`)."""
+    return _records(model)["calls"]
+
+
+def _judged(model: torch.nn.Module, logits: torch.Tensor, reread: bool = False) -> torch.Tensor:
+    """The logits a call gets: a `strict` model answers a call the statement forbids (with
+    autograd or inference mode on, or rereading a sequence its KV cache holds) with the negated
+    logits. `calls` only says how the model was called, and a solution controls what its own
+    process reports; it does not control what it then sampled."""
+    forbidden = (
+        reread or _grad_enabled() or _inference_mode() or _requires_grad(logits)
+        or _is_inference(logits)
+    )  # fmt: skip
+    return -logits if _records(model)["strict"] and forbidden else logits
+
+
+def _record(model: torch.nn.Module, input_ids, attention_mask=None, past_length: int = 0,
+            cached: bool = False) -> None:  # fmt: skip
+    """Note one call of `forward`: plain data only, copied, so later steps cannot change it."""
+    _records(model)["calls"].append(
+        {
+            "input_ids": input_ids.detach().clone(),
+            "attention_mask": None if attention_mask is None else attention_mask.detach().clone(),
+            "cached": cached,
+            "past_length": past_length,
+            "grad_enabled": _grad_enabled(),
+            "inference_mode": _inference_mode(),
+            "training": model.training,
+        }
+    )
 
 
 class ToyLM(torch.nn.Module):
@@ -74,41 +109,6 @@ class ToyLM(torch.nn.Module):
             raise RuntimeError("a toy model is built once: do not run its constructor again")
         super().__init__()
         RECORDS[self] = {"strict": bool(init_kwargs.get("strict", False)), "calls": []}
-
-    def _records(self) -> dict:
-        if self not in RECORDS:  # copy.deepcopy(model), pickled and loaded: none is the model
-            raise RuntimeError("this is a copy of the toy model handed over: call that one")
-        return RECORDS[self]
-
-    def judged(self, logits: torch.Tensor, reread: bool = False) -> torch.Tensor:
-        """The logits a call gets: a `strict` model answers a call the statement forbids (with
-        autograd or inference mode on, or rereading a sequence its KV cache holds) with the
-        negated logits. `calls` only says how the model was called, and a solution controls
-        what its own process reports; it does not control what it then sampled."""
-        forbidden = (
-            reread
-            or _grad_enabled()
-            or _inference_mode()
-            or _requires_grad(logits)
-            or _is_inference(logits)
-        )
-        return -logits if self._records()["strict"] and forbidden else logits
-
-    def record(self, input_ids, attention_mask=None, past_length: int = 0, cached=False):
-        """Note one call of `forward`: plain data only, copied, so later steps cannot change it."""
-        self._records()["calls"].append(
-            {
-                "input_ids": input_ids.detach().clone(),
-                "attention_mask": None
-                if attention_mask is None
-                else attention_mask.detach().clone(),
-                "cached": cached,
-                "past_length": past_length,
-                "grad_enabled": _grad_enabled(),
-                "inference_mode": _inference_mode(),
-                "training": self.training,
-            }
-        )
 
 
 class ContextLM(ToyLM):
@@ -145,8 +145,8 @@ class ContextLM(ToyLM):
         return self.token[input_ids] + self.position[:length] + mean_context
 
     def forward(self, input_ids, attention_mask=None):
-        self.record(input_ids, attention_mask)
-        logits = self.judged(self.logits(input_ids))
+        _record(self, input_ids, attention_mask)
+        logits = _judged(self, self.logits(input_ids))
         return SimpleNamespace(logits=logits) if self.output == "object" else logits
 
 
@@ -190,11 +190,11 @@ class CachedContextLM(ContextLM):
             past = past_key_values.tokens
         else:
             past = past_key_values[0]
-        self.record(input_ids, attention_mask, past.shape[1], past_key_values is not None)
+        _record(self, input_ids, attention_mask, past.shape[1], past_key_values is not None)
         sequence = torch.cat([past, input_ids], dim=1)
         # Only the first call reads the prompts without a cache; a later one rereads them.
-        reread = past_key_values is None and len(self._records()["calls"]) > 1
-        logits = self.judged(self.logits(sequence)[:, past.shape[1] :], reread)
+        reread = past_key_values is None and len(calls_of(self)) > 1
+        logits = _judged(self, self.logits(sequence)[:, past.shape[1] :], reread)
         cache = None
         if use_cache and self.cache == "object":
             cache = past_key_values if isinstance(past_key_values, ToyCache) else ToyCache(past)
@@ -225,7 +225,7 @@ class ConstantLM(ToyLM):
         return self.table.expand(*input_ids.shape, -1)
 
     def forward(self, input_ids, attention_mask=None):
-        self.record(input_ids, attention_mask)
+        _record(self, input_ids, attention_mask)
         return self.logits(input_ids)
 
 
@@ -243,7 +243,7 @@ class CounterLM(ToyLM):
         return self.table[input_ids]
 
     def forward(self, input_ids, attention_mask=None):
-        self.record(input_ids, attention_mask)
+        _record(self, input_ids, attention_mask)
         return self.logits(input_ids)
 
 
@@ -258,7 +258,7 @@ class NoEos(ToyLM):
         self.model, self.eos_id = model, eos_id
 
     def forward(self, input_ids, attention_mask=None):
-        self.record(input_ids, attention_mask)
+        _record(self, input_ids, attention_mask)
         logits = self.model(input_ids, attention_mask=attention_mask).logits.clone()
         logits[..., self.eos_id] = float("-inf")
         return logits
