@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from grader.cli import main
 from grader.problems import KIT_ROOT, get_problem
 from grader.similarity import similar_groups, tokens
@@ -523,3 +525,35 @@ values = thing.getattr(model, name)
     honest = ("model.eval()\nfast = torch.compile(step)\npolicy.train(was_training)\n"
               "folder = args.dir\ntotal = np.trace(matrix)\n")  # fmt: skip
     assert leads(honest) == []
+
+
+def test_hidden_code_loaders_and_weak_references_are_leads():
+    # Round 16: exec reached through a YAML document, modules loaded from an archive or a
+    # folder, and the probes' records reached through a WeakKeyDictionary's callback
+    # (weakref.getweakrefs(optimizer)): 25.7 -> 44 of 44 and 40.3 -> 52 of 52, none a lead.
+    hidden = """run = yaml.unsafe_load("!!python/name:builtins.exec")
+import zipimport
+import site
+from torch.utils.cpp_extension import load_inline
+torch.ops.load_library(path)
+owner = link.__callback__.__defaults__[0]()
+links = weakref.getweakrefs(optimizer)
+import yaml
+"""
+    assert sorted({lead.line for lead in leads(hidden)}) == [2, 3, 4, 5, 6, 7, 8]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '"%9999999999999s" % "="',  # MemoryError while folding the text
+        '"{:9999999999999}".format("a")',
+        '"{:>{}}".format("a", "9999999999")',
+        '"{0.name}".format("group_stats")',  # AttributeError while folding
+        '"abc"[' + "- " * 1500 + "1:]",  # RecursionError in a slice bound
+    ],
+)
+def test_text_that_cannot_be_built_does_not_stop_the_scan(line):
+    # Round 16: each of these, in a function never called, stopped `grpo-kit report` for the
+    # whole class (MemoryError, AttributeError, RecursionError).
+    assert leads(f"def label():\n    return {line}\n\nx = m.strict\n")[-1].line == 4

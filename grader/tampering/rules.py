@@ -49,6 +49,15 @@ MODULES = {
     "sympy": "runs code given as text",
     "numexpr": "runs code given as text",
     "pkg_resources": "imports modules named by text",
+    # Code kept where the scan cannot read it: a YAML document's python/ tags call any function
+    # (yaml.unsafe_load("!!python/name:builtins.exec")), an archive or a folder holds modules.
+    "yaml": "runs calls named in its data",
+    "ruamel": "runs calls named in its data",
+    "jsonpickle": "runs calls named in its data",
+    "dill": "runs calls named in its data",
+    "cloudpickle": "runs calls named in its data",
+    "zipimport": "imports code from an archive",
+    "site": "imports code from folders it names",
     # The fork server's main module holds the kit's functions, whose globals are its modules.
     "__main__": "reads the main module (the grader's own)",
 }
@@ -62,6 +71,7 @@ SUBMODULES = {
     "importlib.metadata": "imports modules named by text",
     "torch.fx": "runs code given as text",
     "torch.package": "runs calls named in its data",
+    "torch.utils.cpp_extension": "builds and loads native code",
     # numpy's as_strided: an array over any address, without bounds (torch's checks them).
     "numpy.lib.stride_tricks": "writes memory directly (an array without bounds)",
     "numpy.lib._stride_tricks_impl": "writes memory directly (an array without bounds)",
@@ -131,6 +141,13 @@ ATTRIBUTES = {
     "tb_frame": "reads a traceback's frames",
     "gi_frame": "reads a generator's frame",
     "__globals__": "reads a function's globals",
+    # Weak references to an object, and what each calls when it dies: a WeakKeyDictionary's
+    # callback holds the dictionary itself (a probe's records).
+    "getweakrefs": "reads the weak references to an object (and who holds them)",
+    "__callback__": "reads what a weak reference calls (and who holds it)",
+    "__defaults__": "reads a function's default arguments",
+    "__kwdefaults__": "reads a function's default arguments",
+    "load_library": "loads native code",
     # ctypes reached through another module (numpy.ctypeslib.ctypes, torch.ctypes), with no
     # import of it, and what writes memory or sets attributes past Python's own rules.
     "ctypes": "writes memory directly",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 import contextlib
-from collections.abc import Collection, Iterator
+import re
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 
 from grader.tampering.names import NameValues
@@ -592,15 +593,34 @@ MAX_FOLDED = 256  # longer built text names no attribute; also bounds "x" * 10**
 CASE_METHODS = ("lower", "upper", "strip", "lstrip", "rstrip", "title", "casefold", "swapcase")
 
 
+# A number in a format ("%9999999999s", "{:>{}}".format("a", "99999")) widens the text it
+# builds past any memory: such text is not folded.
+WIDE = re.compile(r"\d{4}|\*")
+
+
 def _bound(node: ast.expr | None) -> int | None:
-    """A slice bound the source shows (2, -1, or none given); ValueError for any other."""
+    """A slice bound the source shows (2, -1, - - 3, or none given); ValueError for any other."""
     if node is None:
         return None
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_bound(node.operand)
+    sign = 1
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):  # no recursion
+        sign, node = -sign, node.operand
     if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
+        return sign * node.value
     raise ValueError("a bound computed at run time")
+
+
+def _formatted(
+    template: str, pieces: list[str], how: Callable[[str, list[str]], str]
+) -> str | None:
+    """`how(template, pieces)` unless a number in them could make the text huge; None if it
+    fails (a field that reads an attribute, a missing argument, a bad format)."""
+    if any(WIDE.search(part) for part in (template, *pieces)):
+        return None
+    try:
+        return how(template, pieces)
+    except Exception:  # noqa: BLE001 - "{0.name}".format(...) raises AttributeError, and so on
+        return None
 
 
 def _fold(node: ast.AST, texts: dict[int, str]) -> str | None:
@@ -626,9 +646,7 @@ def _fold(node: ast.AST, texts: dict[int, str]) -> str | None:
         pieces = [text(part) for part in given]
         if text(node.left) is None or None in pieces:
             return None
-        with contextlib.suppress(TypeError, ValueError):
-            return text(node.left) % tuple(pieces)
-        return None
+        return _formatted(text(node.left), pieces, lambda template, args: template % tuple(args))
     if isinstance(node, ast.JoinedStr):  # f"{'ca'}lls"
         pieces = []
         for part in node.values:
@@ -654,9 +672,8 @@ def _fold(node: ast.AST, texts: dict[int, str]) -> str | None:
         pieces = [text(part) for part in args[0].elts]
         return None if None in pieces else text(owner).join(pieces)
     if method == "format" and None not in map(text, args):  # "{}{}".format("ca", "lls")
-        with contextlib.suppress(IndexError, KeyError, ValueError):
-            return text(owner).format(*map(text, args))
-        return None
+        pieces = [text(part) for part in args]
+        return _formatted(text(owner), pieces, lambda template, args: template.format(*args))
     if method in CASE_METHODS and not args:
         return getattr(text(owner), method)()
     if method == "replace" and len(args) == 2 and None not in map(text, args):
@@ -696,7 +713,10 @@ def leads(source: str) -> list[Lead]:
         # The tests already report a file that does not parse; one nested deeper than this
         # interpreter parses (graded by another Python, say) must not stop the class report.
         return []
-    return _tree_leads(tree)
+    try:
+        return _tree_leads(tree)
+    except Exception as exc:  # noqa: BLE001 - one file must not stop the whole class report
+        return [Lead(1, f"stops the scan ({type(exc).__name__}): read the file itself")]
 
 
 def _tree_leads(tree: ast.AST) -> list[Lead]:
