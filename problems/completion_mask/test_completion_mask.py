@@ -156,6 +156,12 @@ def test_eos_ids_are_compared_by_value_never_wrapped_around(impl):
     mask(impl.completion_mask(ids, -1), [[1, 1, 1]], what="uint8 ids, EOS id -1")
     big = np.array([[5, 2**63, 7]], dtype=np.uint64)
     mask(impl.completion_mask(big, 2**63), [[1, 1, 0]], what="uint64 ids, EOS id 2**63")
+    # ... also given as a numpy integer (np.int64(e) wraps np.uint64(2**63) to -2**63).
+    mask(impl.completion_mask(big, [np.uint64(2**63)]), [[1, 1, 0]],
+         what="uint64 ids, EOS id np.uint64(2**63)")  # fmt: skip
+    signed = np.array([[5, -(2**63), 7]])
+    mask(impl.completion_mask(signed, np.uint64(2**63)), [[1, 1, 1]],
+         what="int64 ids holding -2**63, EOS id np.uint64(2**63)")  # fmt: skip
     mask(impl.completion_mask(np.array([[5, 2, 7]]), [2**70, 7]), [[1, 1, 1]],
          what="int64 ids, EOS ids 2**70 and 7")  # fmt: skip
     # As one numpy array, [2**53, 2**64 - 1] becomes float64, where 2**53 + 1 equals 2**53.

@@ -226,6 +226,15 @@ def test_dtype_is_kept_for_floats_and_float64_otherwise(impl):
             )
 
 
+def test_one_prompt_given_as_a_row_keeps_its_two_dimensions(impl):
+    # A 2-D input of one row is no 1-D one: squeezing it returns shape (G,).
+    for rewards in ([[1.0, 0.0, 1.0]], [[2.0]]):
+        given = np.array(rewards)
+        got = impl.group_advantages(given, given.shape[1])
+        expected = expected_advantages(given) if given.shape[1] > 1 else np.zeros((1, 1))
+        assert_array(got, expected, rtol=1e-7, what=f"advantages of {rewards} (shape {given.shape})")
+
+
 def test_accepts_lists_and_numpy_integer_group_sizes(impl):
     got = impl.group_advantages([1, 0, 1, 0, 0, 0], np.int64(3))
     assert_array(got, EXAMPLE_ADVANTAGES, rtol=1e-7, what="advantages of a list, G = np.int64(3)")

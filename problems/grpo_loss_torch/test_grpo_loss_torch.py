@@ -438,6 +438,14 @@ def test_normalizer_replaces_the_denominator(impl):
             what = f"{aggregation!r} loss with normalizer {normalizer!r}"
             assert_tensor(record["loss"], loss, rtol=1e-10, what=what)
             assert_gradient(record["grads"]["logp"], grad, what=f"gradient, {what}")
+    # max_len only sets the denominator that the normalizer replaces: the whole batch's
+    # B * max_len is already in it, whatever this micro-batch's width.
+    width = case["mask"].shape[1]
+    loss, grad = expected(case, "constant", max_len=width + 5, normalizer=30.0)
+    record = backward(impl, case, aggregation="constant", max_len=width + 5, normalizer=30.0)
+    what = f"'constant' loss with normalizer 30 and max_len {width + 5} (T = {width})"
+    assert_tensor(record["loss"], loss, rtol=1e-10, what=what)
+    assert_gradient(record["grads"]["logp"], grad, what=f"gradient, {what}")
 
 
 def test_accepts_boolean_float_and_integer_masks(impl):

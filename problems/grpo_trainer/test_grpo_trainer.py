@@ -439,10 +439,15 @@ def test_reward_function_is_called_once_with_the_completions_and_each_answer_rep
     )
 
 
-def test_reward_function_gets_each_answer_whole_even_a_tuple(impl):
+@pytest.mark.parametrize("kind", ["text", "numbers"])
+def test_reward_function_gets_each_answer_whole_even_a_tuple(impl, kind):
     # Answers can be any value: tuples of one length must not be unpacked into their items
-    # (np.repeat over an array of them would flatten them).
-    pairs = [(answer, answer[::-1]) for answer in ANSWERS[:3]]
+    # (np.repeat over an array of them would flatten them), nor numbers sent through a tensor
+    # (0.1 comes back from float32 as 0.10000000149, a tuple as a list).
+    if kind == "text":
+        pairs = [(answer, answer[::-1]) for answer in ANSWERS[:3]]
+    else:
+        pairs = [(int(answer), 0.1 * (k + 1)) for k, answer in enumerate(ANSWERS[:3])]
     r, calls = rollout_of(impl, groups=3, G=4, reward="mod3_pairs", answers=pairs)
     expected = [pair for pair in pairs for _ in range(4)]
     firsts = [answer for answer in ANSWERS[:3] for _ in range(4)]

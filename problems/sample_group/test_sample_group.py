@@ -568,6 +568,19 @@ def test_top_k_zero_or_at_least_the_vocabulary_keeps_everything(impl):
         assert_tensor(result["logprobs"], expected, what=f"log-probs with top_k={top_k}")
 
 
+def test_the_defaults_filter_nothing_in_a_vocabulary_of_hundreds(impl):
+    # 300 tokens, each 0.98 times as likely as the one before: a third of the mass lies past
+    # the 50 most likely (top_k=50 is Hugging Face generate's default, not this one's).
+    weights = [0.98**rank for rank in range(300)]
+    probs = [w / sum(weights) for w in weights]
+    result = sample(impl, constant(probs), prompts([0]), 2000, 1, EOS3)
+    ids = result["completion_ids"][:, 0]
+    assert int((ids >= 50).sum()) > 400, "tokens past the 50 most likely are sampled too"
+    expected = torch.log(torch.tensor(probs, dtype=torch.float64))[ids]
+    assert_tensor(result["logprobs"][:, 0], expected.float(), rtol=1e-4,
+                  what="log-probs with the default temperature, top_k and top_p")  # fmt: skip
+
+
 def test_top_p_always_keeps_the_most_likely_token(impl):
     # The top token is not token 0: a sampler that returns zeros must not pass.
     for probs in ([0.3, 0.5, 0.15, 0.05], [0.01, 0.97, 0.01, 0.01]):
