@@ -232,7 +232,9 @@ def test_one_prompt_given_as_a_row_keeps_its_two_dimensions(impl):
         given = np.array(rewards)
         got = impl.group_advantages(given, given.shape[1])
         expected = expected_advantages(given) if given.shape[1] > 1 else np.zeros((1, 1))
-        assert_array(got, expected, rtol=1e-7, what=f"advantages of {rewards} (shape {given.shape})")
+        assert_array(
+            got, expected, rtol=1e-7, what=f"advantages of {rewards} (shape {given.shape})"
+        )
 
 
 def test_accepts_lists_and_numpy_integer_group_sizes(impl):
