@@ -1098,7 +1098,7 @@ def scale(x):
         import importlib.util
         os.mkdir("compiled")
         with open("compiled/hidden_compiled.pyc", "wb") as file:
-            code = marshal.dumps(compile("ANSWER = 42", "x", "exec"))
+            code = marshal.dumps(compile("ANSWER = 42", "<hidden>", "exec"))
             file.write(importlib.util.MAGIC_NUMBER + bytes(12) + code)
         sys.path.append(os.path.abspath("compiled"))
         import hidden_compiled
