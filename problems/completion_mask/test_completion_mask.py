@@ -103,6 +103,8 @@ def test_several_eos_ids_each_end_a_completion(impl):
     mask(impl.completion_mask(ids, [2, 7]), expected, what="mask with eos_ids [2, 7]")
     mask(impl.completion_mask(ids, [7, 2]), expected, what="mask with eos_ids [7, 2]")
     mask(impl.completion_mask(ids, (9, 2, 7)), expected, what="mask with eos_ids (9, 2, 7)")
+    # An id given twice (a config's eos_token_id list and the tokenizer's, joined) is still one.
+    mask(impl.completion_mask(ids, [2, 7, 2]), expected, what="mask with eos_ids [2, 7, 2]")
 
 
 def test_every_eos_id_is_compared_with_every_token(impl):
