@@ -65,8 +65,10 @@ def load_source(source: str, module_name: str, filename: str) -> ModuleType:
     module.__file__ = filename
     sys.modules[module_name] = module
     # Warning filters it sets while imported end with the import, here and in the sandbox.
+    # dont_inherit: this module's own `from __future__ import annotations` would otherwise
+    # turn the solution's annotations into text, as they are not when Python imports the file.
     with warnings.catch_warnings():
-        exec(compile(source, filename, "exec"), module.__dict__)
+        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)
     return module
 
 

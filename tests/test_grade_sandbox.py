@@ -1144,3 +1144,23 @@ def test_a_sandboxed_submission_runs_no_code_it_wrote_and_starts_no_program(tmp_
     with pytest.raises(PermissionError, match="sandbox refuses"):
         impl.scale(how)
     impl.close()
+
+
+@pytest.mark.parametrize("place", ["local", "sandbox"])
+def test_annotations_are_objects_as_when_python_imports_the_file(tmp_path, place):
+    """Round 17: every submission was compiled under the grader's own `from __future__ import
+    annotations`, so its annotations were text in check and grade but objects under Python."""
+    if place == "sandbox" and not SANDBOXED:
+        pytest.skip("needs a working bubblewrap")
+    body = """
+def f(x: int) -> int:
+    return x
+
+def scale(x):
+    return repr(f.__annotations__["x"])
+"""
+    problem = make_problem(tmp_path, body, runtime="python")
+    spec = str(tmp_path / "toy.py") if place == "local" else f"sandbox:{tmp_path / 'toy.py'}"
+    impl = load_implementation(problem, spec)
+    assert impl.scale(1) == "<class 'int'>"
+    impl.close()
