@@ -502,6 +502,20 @@ def sample_group(model, *args, **kwargs):
 """
 
 
+def _sample_group_rereading(empty_cache: bool) -> str:
+    """sample_group's reference that drops the KV cache the model returns, so every call
+    rereads the whole sequence; `empty_cache` hands the model an empty cache for it."""
+    honest = standalone_source(get_problem("sample_group").reference.read_text())
+    kept = "        if use_cache:\n            past = output.past_key_values\n"
+    given = 'extra = {"past_key_values": past, "use_cache": True} if use_cache else {}'
+    assert kept in honest and given in honest
+    source = honest.replace(kept, "")
+    if empty_cache:
+        empty = '{"past_key_values": (inputs[fed, :0],) if step else None, "use_cache": True}'
+        source = source.replace(given, f"extra = {empty} if use_cache else {{}}")
+    return source
+
+
 def _capstone(attack: str, forge: bool = True, base: str = "stub") -> str:
     """The capstone's starter (or reference) with the functions of
     tests/adversarial/grpo_trainer/<attack>.py appended (they replace its own); `forge=False`
@@ -531,6 +545,7 @@ PROBE_ATTACKS = {
                              _sample_group_forging(True, False)),
     "patched_grad_mode": ("sample_group", _sample_group_with_autograd(True),
                           _sample_group_with_autograd(False)),
+    "empty_cache": ("sample_group", _sample_group_rereading(True), _sample_group_rereading(False)),
     "hidden_module": ("sample_group", _sample_group_with_autograd(False) + _HIDDEN_HELPER,
                       _sample_group_with_autograd(False)),
     "empty_tensors": ("grpo_trainer", _capstone("empty_tensors"),

@@ -192,8 +192,9 @@ class CachedContextLM(ContextLM):
             past = past_key_values[0]
         _record(self, input_ids, attention_mask, past.shape[1], past_key_values is not None)
         sequence = torch.cat([past, input_ids], dim=1)
-        # Only the first call reads the prompts without a cache; a later one rereads them.
-        reread = past_key_values is None and len(calls_of(self)) > 1
+        # Only the first call reads the prompts; a later one adds one token to each row, so
+        # one that feeds more (with no cache, or an empty one) rereads what the cache holds.
+        reread = len(calls_of(self)) > 1 and (past_key_values is None or input_ids.shape[1] > 1)
         logits = _judged(self, self.logits(sequence)[:, past.shape[1] :], reread)
         cache = None
         if use_cache and self.cache == "object":
