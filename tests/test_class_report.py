@@ -541,6 +541,18 @@ links = weakref.getweakrefs(optimizer)
 import yaml
 """
     assert sorted({lead.line for lead in leads(hidden)}) == [2, 3, 4, 5, 6, 7, 8]
+    # Round 17: text run as an annotation (singledispatch's register and eval_str evaluate
+    # it), and a base class's step called on the probe's optimizer, which skips its record.
+    evaluated = """@functools.singledispatch
+def kind(value): ...
+parameters = inspect.signature(typed, eval_str=True)
+type(optimizer).mro()[-3].step(optimizer)
+torch.optim.lr_scheduler.LambdaLR.step(scheduler)
+raw = SGD.step.__wrapped__
+optimizer.step()
+super().step()
+"""
+    assert sorted({lead.line for lead in leads(evaluated)}) == [1, 3, 4, 5, 6]
 
 
 @pytest.mark.parametrize(

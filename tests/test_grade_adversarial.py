@@ -502,17 +502,25 @@ def sample_group(model, *args, **kwargs):
 """
 
 
-def _sample_group_rereading(empty_cache: bool) -> str:
+def _sample_group_rereading(cache: str | None) -> str:
     """sample_group's reference that drops the KV cache the model returns, so every call
-    rereads the whole sequence; `empty_cache` hands the model an empty cache for it."""
+    rereads the whole sequence; `cache` hands the model a cache of its own making instead:
+    an empty one ("empty"), or the tokens so far with only the newest fed ("forged")."""
     honest = standalone_source(get_problem("sample_group").reference.read_text())
     kept = "        if use_cache:\n            past = output.past_key_values\n"
     given = 'extra = {"past_key_values": past, "use_cache": True} if use_cache else {}'
-    assert kept in honest and given in honest
+    fed = "inputs = sequences[:, end - 1 : end] if past is not None else sequences[:, :end]"
+    assert kept in honest and given in honest and fed in honest
     source = honest.replace(kept, "")
-    if empty_cache:
-        empty = '{"past_key_values": (inputs[fed, :0],) if step else None, "use_cache": True}'
-        source = source.replace(given, f"extra = {empty} if use_cache else {{}}")
+    made = {"empty": "(inputs[fed, :0],)", "forged": "(sequences[fed, : end - 1],)"}.get(cache)
+    if made:
+        given_now = f'{{"past_key_values": {made} if step else None, "use_cache": True}}'
+        source = source.replace(given, f"extra = {given_now} if use_cache else {{}}")
+    if cache == "forged":
+        newest = (
+            "inputs = sequences[:, end - 1 : end] if use_cache and step else sequences[:, :end]"
+        )
+        source = source.replace(fed, newest)
     return source
 
 
@@ -545,7 +553,9 @@ PROBE_ATTACKS = {
                              _sample_group_forging(True, False)),
     "patched_grad_mode": ("sample_group", _sample_group_with_autograd(True),
                           _sample_group_with_autograd(False)),
-    "empty_cache": ("sample_group", _sample_group_rereading(True), _sample_group_rereading(False)),
+    "empty_cache": ("sample_group", _sample_group_rereading("empty"), _sample_group_rereading(None)),
+    "forged_cache": ("sample_group", _sample_group_rereading("forged"),
+                     _sample_group_rereading(None)),
     "hidden_module": ("sample_group", _sample_group_with_autograd(False) + _HIDDEN_HELPER,
                       _sample_group_with_autograd(False)),
     "empty_tensors": ("grpo_trainer", _capstone("empty_tensors"),

@@ -1094,6 +1094,23 @@ def scale(x):
         sys.path.insert(0, os.getcwd())
         import hidden_helper
         return hidden_helper.ANSWER
+    if x == "import_module":  # the same through importlib, which raises no "import" event
+        import importlib
+        with open("hidden_imported.py", "w") as file:
+            file.write("ANSWER = 42")
+        sys.path.append(os.getcwd())
+        return importlib.import_module("hidden_imported").ANSWER
+    if x == "importer_cache":  # sys.path untouched: a finder of a listed folder, pointed here
+        import copy
+        with open("hidden_cached.py", "w") as file:
+            file.write("ANSWER = 42")
+        key, finder = next((k, f) for k, f in sys.path_importer_cache.items()
+                           if k in sys.path and hasattr(f, "_path_mtime"))
+        moved = copy.copy(finder)
+        moved.path, moved._path_mtime = os.getcwd(), -1
+        sys.path_importer_cache[key] = moved
+        import hidden_cached
+        return hidden_cached.ANSWER
     if x == "compiled":  # the same, compiled by hand: no source for anyone to read
         import importlib.util
         os.mkdir("compiled")
@@ -1119,6 +1136,8 @@ def scale(x):
         return module.ANSWER
     if x == "memory":
         return open("/proc/self/mem", "rb").read(1)
+    if x == "memory_at":  # the same through a folder's descriptor, which no event shows
+        return os.read(os.open("mem", os.O_RDONLY, dir_fd=os.open("/proc/self", os.O_RDONLY)), 1)
     if x == "program":
         import subprocess
         return subprocess.run(["/bin/true"]).returncode
@@ -1130,18 +1149,22 @@ def scale(x):
 """
 
 
-@pytest.mark.parametrize("how", ["module", "compiled", "archive", "loader", "memory", "program",
-                                 "link", "folder"])  # fmt: skip
+@pytest.mark.parametrize("how", ["module", "import_module", "importer_cache", "compiled",
+                                 "archive", "loader", "memory", "memory_at", "program", "link",
+                                 "folder"])  # fmt: skip
 def test_a_sandboxed_submission_runs_no_code_it_wrote_and_starts_no_program(tmp_path, how):
     """Round 16: a module written to the student's own folder (or an archive in /dev/shm)
     and imported ran code no scan reads, which rewrote the probes' records (40.3 -> 52 of 52,
-    no lead). In the sandbox, a submission now loads no code from where it may write (except
+    no lead); round 17 did it past a check of sys.path (importlib.import_module, a finder
+    in sys.path_importer_cache pointed at its folder, a .pyc). In the sandbox, a submission now loads no code from where it may write (except
     its own source), and starts no program; its data files work as anywhere."""
     if not SANDBOXED:
         pytest.skip("needs a working bubblewrap")
     impl = sandboxed(tmp_path, CONFINED)
     assert impl.scale("stdlib") == ["1/3", "def scale(x):"]
-    with pytest.raises(PermissionError, match="sandbox refuses"):
+    # zipimport turns the refusal into "no module named ...": nothing it held ran either way.
+    refused = "sandbox refuses" if how != "archive" else "No module named 'hidden_zipped'"
+    with pytest.raises((PermissionError, ImportError), match=refused):
         impl.scale(how)
     impl.close()
 

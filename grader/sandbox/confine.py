@@ -1,14 +1,14 @@
 """What a student's process may not do, enforced by an audit hook: load code it wrote, start a
 program, or read its own memory through /proc.
 
-A module the submission writes and then imports (a folder put on sys.path, a zip archive, a
-.pth file, a loader or a library given its path) runs code that its source does not show, so
-the class report cannot read it. The sandbox leaves a student's process two places to write
-(its own folder and /dev/shm): files there work as on any machine, as data. `confine`, called
-before the submission runs, installs an audit hook that Python gives no way to remove, which
-refuses to import while sys.path names such a place, to compile a file from one (its own
-source excepted), to load a library from one, to start a program, and to open /proc/<pid>/mem
-or map_files.
+A module the submission writes and then imports (a folder put on sys.path or in an importer
+cache, a zip archive, a .pyc, a .pth file, a loader or a library given its path) runs code that
+its source does not show, so the class report cannot read it. The sandbox leaves a student's
+process two places to write (its own folder and /dev/shm): files there work as on any machine,
+as data. `confine`, called before the submission runs, installs an audit hook that Python gives
+no way to remove. It refuses Python's import machinery any file from such a place (whichever
+finder or path led there), a file compiled from one (its own source excepted), a library
+loaded from one, starting a program, links and moves, and /proc/<pid>/mem or map_files.
 
 A local run has no such hook: there the learner's own files are the learner's business.
 """
@@ -28,8 +28,19 @@ STARTS_PROGRAMS = frozenset(
 # Events that would let a path checked here name another place when it is used: a link made or
 # moved, or another current folder (a relative path is read from it).
 MOVES_PATHS = frozenset({"os.symlink", "os.link", "os.rename", "os.chdir", "os.fchdir"})
-# A process's memory, and files mapped into it, as files.
-_PROCESS_MEMORY = re.compile(r"^/proc/(self|thread-self|\d+)(/task/\d+)?/(mem|map_files)(/|$)")
+# The code that reads a module's file to run it: importlib's finders and loaders, zipimport,
+# and the stdlib modules that run a file or a .pth file (as frozen modules or from their files).
+_LOADERS_FROZEN = ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>",
+                   "<frozen zipimport>", "<frozen site>", "<frozen runpy>")  # fmt: skip
+_LOADERS_FILES = re.compile(
+    r"/(importlib/_bootstrap(_external)?|zipimport|site|runpy|pkgutil)\.py$"
+)
+# A process's memory, and files mapped into it, as files, and the folders that hold them (the
+# events do not show a dir_fd: os.open("mem", dir_fd=os.open("/proc/self", ...))).
+_PROCESS_MEMORY = re.compile(
+    r"^/proc(/(self|thread-self|\d+)(/task/\d+)?(/(mem|map_files)(/.*)?)?)?/?$"
+)
+_MEMORY_NAMES = re.compile(r"(^|/)(mem|map_files)(/|$)")
 
 
 class ConfinedError(PermissionError):
@@ -61,6 +72,14 @@ def _writable(path: str) -> bool:
     return False
 
 
+def _loading() -> bool:
+    """Whether the code that raised the event (the frame above the hook's caller) is the
+    import machinery reading a file."""
+    frame = sys._getframe(2)
+    name = frame.f_code.co_filename
+    return name in _LOADERS_FROZEN or bool(_LOADERS_FILES.search(name))
+
+
 def confine(source_path: str) -> None:
     """From now on, refuse this process what the module docstring lists. `source_path` is the
     submission's own file, which it compiles from (and tracebacks read)."""
@@ -80,11 +99,16 @@ def confine(source_path: str) -> None:
             refuse(f"moving or linking files, or changing folder ({event})")
         if event == "open" and args:
             path = _plain(args[0])
-            if path is not None and (
+            if path is None:
+                return  # a file descriptor
+            if (
                 _PROCESS_MEMORY.match(os.path.abspath(path))
                 or _PROCESS_MEMORY.match(os.path.realpath(path))
+                or (not path.startswith("/") and _MEMORY_NAMES.search(path))  # with a dir_fd
             ):
                 refuse(f"opening {path}")
+            if _loading() and os.path.realpath(path) != source and _writable(path):
+                refuse(f"importing code from {path}, a file it could have written")
         elif event == "compile" and len(args) > 1:  # (source, filename)
             filename = _plain(args[1])
             if (
@@ -94,17 +118,10 @@ def confine(source_path: str) -> None:
                 and _writable(filename)
             ):
                 refuse(f"compiling {filename}, a file it could have written")
-        elif event == "import" and len(args) > 2:  # (module, filename, sys.path, ...)
+        elif event == "import" and len(args) > 1:  # (module, filename of an extension, ...)
             filename = _plain(args[1])
-            if filename is not None and _writable(filename):  # an extension module's file
+            if filename is not None and _writable(filename):
                 refuse(f"loading {filename}, a library it could have written")
-            if args[2] is None:
-                return
-            if type(args[2]) is not list:
-                refuse("importing while sys.path is not a list")
-            for entry in list.copy(args[2]):
-                if type(entry) is not str or _writable(entry):
-                    refuse(f"importing while sys.path holds {entry!r}, a place it may write")
         elif event == "ctypes.dlopen" and args:
             library = _plain(args[0])
             if library is not None and "/" in library and _writable(library):

@@ -3,6 +3,12 @@ matters. The scan (`scan.py`) reports a line with the reason given here."""
 
 import re
 
+# Keyword arguments that run text as code unless given False: inspect.signature(f, eval_str=True)
+# evaluates annotations, and an annotation's value may be text (def f(x: TEXT)).
+RUNS_TEXT_KEYWORDS = {"eval_str": "runs annotations given as text"}
+# Methods that the probes record, called through a class on an object (SGD.step(optimizer)).
+UNBOUND_STEPS = ("step", "zero_grad")
+
 # Modules a solution has no use for: the kit's own, the test runner's, and ways out of Python.
 MODULES = {
     "grader": "imports the grader",
@@ -148,6 +154,12 @@ ATTRIBUTES = {
     "__defaults__": "reads a function's default arguments",
     "__kwdefaults__": "reads a function's default arguments",
     "load_library": "loads native code",
+    # Evaluators of annotations: an annotation whose value is text (def f(x: TEXT)) is run as
+    # code by typing.get_type_hints, which singledispatch's register calls.
+    "singledispatch": "runs annotations given as text (singledispatch)",
+    "singledispatchmethod": "runs annotations given as text (singledispatch)",
+    "mro": "walks the class tree",
+    "__wrapped__": "reaches the function a wrapper hides",
     # ctypes reached through another module (numpy.ctypeslib.ctypes, torch.ctypes), with no
     # import of it, and what writes memory or sets attributes past Python's own rules.
     "ctypes": "writes memory directly",

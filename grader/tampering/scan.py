@@ -29,9 +29,11 @@ from grader.tampering.rules import (
     PROCESS_MEMORY_TEXT,
     QUALIFIED,
     REPLACED,
+    RUNS_TEXT_KEYWORDS,
     SETS_BY_NAME,
     SUBMODULES,
     TOY_METHODS,
+    UNBOUND_STEPS,
     UNPICKLING,
 )
 
@@ -190,6 +192,32 @@ def _import_leads(node: ast.AST, importers: set[str]) -> Iterator[Lead]:
             if keyword.arg in UNPICKLING and not safe:
                 yield Lead(node.lineno, f"loads pickled data, which runs the calls it names "
                                         f"({keyword.arg}=)")  # fmt: skip
+
+
+def _unbound_step_leads(node: ast.AST) -> Iterator[Lead]:
+    """A class's own step called on an object (torch.optim.SGD.step(optimizer),
+    LambdaLR.step(scheduler)): it skips whatever the object's class does at each step, the
+    probes' record of it included."""
+    if (
+        isinstance(node, ast.Call)
+        and node.args
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in UNBOUND_STEPS
+        and isinstance(node.func.value, ast.Name | ast.Attribute)
+    ):
+        owner = node.func.value
+        name = owner.id if isinstance(owner, ast.Name) else owner.attr
+        if name[:1].isupper():
+            yield Lead(node.lineno, f"calls a class's {node.func.attr} on an object, past the "
+                                    "object's own class (a probe's records)")  # fmt: skip
+
+
+def _keyword_leads(node: ast.AST) -> Iterator[Lead]:
+    if isinstance(node, ast.Call):
+        for keyword in node.keywords:
+            off = isinstance(keyword.value, ast.Constant) and keyword.value.value is False
+            if keyword.arg in RUNS_TEXT_KEYWORDS and not off:
+                yield Lead(node.lineno, f"{RUNS_TEXT_KEYWORDS[keyword.arg]} ({keyword.arg}=)")
 
 
 def _intercept_leads(node: ast.AST) -> Iterator[Lead]:
@@ -783,6 +811,8 @@ def _tree_leads(tree: ast.AST) -> list[Lead]:
     for node in nodes:
         found.update(_import_leads(node, importers))
         found.update(_intercept_leads(node))
+        found.update(_unbound_step_leads(node))
+        found.update(_keyword_leads(node))
         found.update(_builtin_leads(node, called, built, names))
         found.update(_record_leads(node, named_by_getattr))
         found.update(_sets_by_name_leads(node))

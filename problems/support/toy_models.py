@@ -152,10 +152,10 @@ class ContextLM(ToyLM):
 
 class ToyCache:
     """A KV cache object in the manner of transformers' ``Cache``: it keeps the tokens read so
-    far (enough to recompute this toy's keys and values) and selects rows in place."""
+    far, keyed (enough to recompute this toy's keys and values), and selects rows in place."""
 
     def __init__(self, tokens: torch.Tensor):
-        self.tokens = tokens
+        self.tokens = tokens  # (B, L) float64: each token plus its position's key
 
     def get_seq_length(self) -> int:
         return self.tokens.shape[1]
@@ -174,7 +174,9 @@ class CachedContextLM(ContextLM):
     The cache is a tuple holding the past tokens (``cache="tuple"``, as older models return
     nested tuples of tensors, batch first) or a `ToyCache` (``cache="object"``). The logits are
     those of the whole sequence, cache and new tokens together, so a stale or mismatched cache
-    gives other logits.
+    gives other logits. The tokens in a cache carry a key known to the model alone, as a real
+    model's keys and values come from its weights: a cache built from token ids by hand is
+    refused, so only a cache the model returned spares it rereading the sequence.
     """
 
     def __init__(self, seed: int = 0, vocab: int = VOCAB, max_len: int = 64, cache: str = "tuple",
@@ -182,14 +184,28 @@ class CachedContextLM(ContextLM):
         ToyLM.__init__(self, seed=seed, vocab=vocab, max_len=max_len, cache=cache, strict=strict)
         self._weights(seed, vocab, max_len)
         self.output, self.cache = "object", cache
+        _records(self)["cache_key"] = seeded(max_len, seed=seed + 7).double()
+
+    def _keyed(self, tokens: torch.Tensor) -> torch.Tensor:
+        key = _records(self)["cache_key"].to(tokens.device)
+        return tokens.double() + key[: tokens.shape[1]]
+
+    def _unkeyed(self, kept: torch.Tensor) -> torch.Tensor:
+        if not isinstance(kept, torch.Tensor) or kept.dtype != torch.float64 or kept.ndim != 2:
+            raise ValueError("past_key_values must be a cache this model returned")
+        tokens = (kept - _records(self)["cache_key"].to(kept.device)[: kept.shape[1]]).round()
+        if not torch.equal(self._keyed(tokens), kept):
+            raise ValueError("past_key_values must be a cache this model returned, not one "
+                             "built from token ids")  # fmt: skip
+        return tokens.long()
 
     def forward(self, input_ids, attention_mask=None, past_key_values=None, use_cache=False):
         if past_key_values is None:
             past = input_ids[:, :0]
         elif isinstance(past_key_values, ToyCache):
-            past = past_key_values.tokens
+            past = self._unkeyed(past_key_values.tokens)
         else:
-            past = past_key_values[0]
+            past = self._unkeyed(past_key_values[0])
         _record(self, input_ids, attention_mask, past.shape[1], past_key_values is not None)
         sequence = torch.cat([past, input_ids], dim=1)
         # Only the first call reads the prompts; a later one adds one token to each row, so
@@ -199,9 +215,9 @@ class CachedContextLM(ContextLM):
         cache = None
         if use_cache and self.cache == "object":
             cache = past_key_values if isinstance(past_key_values, ToyCache) else ToyCache(past)
-            cache.tokens = sequence  # updated in place, as transformers' DynamicCache is
+            cache.tokens = self._keyed(sequence)  # in place, as transformers' DynamicCache is
         elif use_cache:
-            cache = (sequence,)
+            cache = (self._keyed(sequence),)
         return SimpleNamespace(logits=logits, past_key_values=cache)
 
 
