@@ -564,6 +564,8 @@ PROBE_ATTACKS = {
                            get_problem("grpo_trainer").stub.read_text()),
     "hidden_extra_step": ("grpo_trainer", _capstone("hidden_extra_step", base="reference"),
                           _capstone("hidden_extra_step", forge=False, base="reference")),
+    "unbound_extra_steps": ("grpo_trainer", _capstone("unbound_extra_steps", base="reference"),
+                            _capstone("unbound_extra_steps", forge=False, base="reference")),
     "merged_reward_calls": ("grpo_trainer", _capstone("reward_per_group", base="reference"),
                             _capstone("reward_per_group", forge=False, base="reference")),
 }  # fmt: skip

@@ -159,6 +159,14 @@ ATTRIBUTES = {
     "singledispatch": "runs annotations given as text (singledispatch)",
     "singledispatchmethod": "runs annotations given as text (singledispatch)",
     "mro": "walks the class tree",
+    # A function's closure (what it keeps, a probe's counted schedule included), and the hooks
+    # an optimizer runs at each step (a probe's record of it).
+    "__closure__": "reads what a function keeps (its closure)",
+    "cell_contents": "reads what a function keeps (its closure)",
+    "_optimizer_step_pre_hooks": "touches the hooks an optimizer runs at each step (a probe's)",
+    "_optimizer_step_post_hooks": "touches the hooks an optimizer runs at each step (a probe's)",
+    "register_step_pre_hook": "runs its code at an optimizer's step, past the probe's own",
+    "lr_lambdas": "touches a scheduler's schedule (a probe's)",
     "__wrapped__": "reaches the function a wrapper hides",
     # ctypes reached through another module (numpy.ctypeslib.ctypes, torch.ctypes), with no
     # import of it, and what writes memory or sets attributes past Python's own rules.

@@ -164,25 +164,30 @@ RECORDS = Records()
 
 
 class Recording:
-    """An optimizer that records, at every step(), the learning rate (and gradients) it uses."""
+    """An optimizer that records, at every step, the learning rate (and gradients) it uses.
+
+    The record is taken by a step pre-hook, which torch runs in whatever class's step the call
+    goes through: SGD.step(optimizer), which skips this class, is recorded all the same (the
+    base classes are hooked below, before any solution runs)."""
 
     def __init__(self, model: torch.nn.Module, record_grads: bool | int = True, **options):
         """`record_grads`: the gradients of every step (True), of none (False) or of the first
         `record_grads` steps."""
-        self.named = named_parameters(model)
-        super().__init__([p for _, p in self.named], **options)
+        named = named_parameters(model)
+        super().__init__([p for _, p in named], **options)
         if isinstance(record_grads, bool):
             record_grads = math.inf if record_grads else 0
-        RECORDS[self] = {"grad_steps": record_grads, "steps": []}
+        RECORDS[self] = {"grad_steps": record_grads, "steps": [], "named": named}
+        self.register_step_pre_hook(_record_step)
 
-    def step(self, closure=None):
-        record, kept = {"lr": float(self.param_groups[0]["lr"])}, RECORDS[self]
-        if len(kept["steps"]) < kept["grad_steps"]:
-            record["grads"] = {
-                name: None if p.grad is None else p.grad.detach().clone() for name, p in self.named
-            }
-        kept["steps"].append(record)
-        return super().step(closure)
+
+def _record_step(optimizer: torch.optim.Optimizer, args, kwargs) -> None:
+    kept = RECORDS[optimizer]
+    record = {"lr": float(optimizer.param_groups[0]["lr"])}
+    if len(kept["steps"]) < kept["grad_steps"]:
+        record["grads"] = {name: None if p.grad is None else p.grad.detach().clone()
+                           for name, p in kept["named"]}  # fmt: skip
+    kept["steps"].append(record)
 
 
 def steps_of(optimizer: Recording) -> list[dict]:
@@ -199,6 +204,12 @@ class RecordingAdamW(Recording, torch.optim.AdamW):
 
 
 OPTIMIZERS = {"SGD": RecordingSGD, "AdamW": RecordingAdamW}
+# torch wraps a class's step with the hooks the first time an optimizer of that very class is
+# built; built here, every base class's own step runs them too.
+for _base in {base for kind in OPTIMIZERS.values() for base in kind.__mro__[1:]
+              if "step" in vars(base) and issubclass(base, torch.optim.Optimizer)
+              and base is not torch.optim.Optimizer}:  # fmt: skip
+    _base([torch.zeros(1, requires_grad=True)], lr=0.0)
 SCHEDULES = {"halving": lambda updates: 0.5**updates}
 
 
@@ -207,20 +218,26 @@ def build_optimizer(model: torch.nn.Module, spec: dict) -> Recording:
     return OPTIMIZERS[spec["kind"]](model, **options)
 
 
-class CountedLambdaLR(torch.optim.lr_scheduler.LambdaLR):
-    """A LambdaLR whose steps the probe counts itself (its last_epoch is the solution's)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        RECORDS[self] = {"steps": 0}  # not the step() LambdaLR takes when it is built
-
-    def step(self, *args, **kwargs):
-        RECORDS.setdefault(self, {"steps": 0})["steps"] += 1
-        return super().step(*args, **kwargs)
-
-
 def build_scheduler(optimizer: Recording, name: str | None):
-    return None if name is None else CountedLambdaLR(optimizer, SCHEDULES[name])
+    """A LambdaLR whose steps the probe counts by the calls of its schedule, which every step
+    makes once per parameter group, whichever class's step the call goes through (its
+    last_epoch is the solution's). Building it takes the first."""
+    if name is None:
+        return None
+    schedule, updates_seen = SCHEDULES[name], []
+
+    def counted(updates: int) -> float:
+        updates_seen.append(updates)
+        return schedule(updates)
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, counted)
+    RECORDS[scheduler] = {"updates_seen": updates_seen, "groups": len(optimizer.param_groups)}
+    return scheduler
+
+
+def scheduler_steps(scheduler) -> int:
+    kept = RECORDS[scheduler]
+    return len(kept["updates_seen"]) // kept["groups"] - 1
 
 
 # ---------------------------------------------------------------- reward functions
@@ -412,7 +429,7 @@ def run_optimize(solution, policy, rollout, config, optimizer, scheduler=None, s
         "steps": steps_of(recorder),
         "weights": weights(network),
         # A step skipped at the end shows only here.
-        "scheduler_steps": None if schedule is None else RECORDS[schedule]["steps"],
+        "scheduler_steps": None if schedule is None else scheduler_steps(schedule),
     }
 
 
