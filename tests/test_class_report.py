@@ -555,6 +555,18 @@ optimizer.step()
 super().step()
 """
     assert sorted({lead.line for lead in leads(evaluated)}) == [1, 3, 4, 5, 6, 7, 8]
+    # Round 18: text that generated code takes as names (a dataclass's field names given in a
+    # class body's __annotations__), and a template engine that calls what its text names.
+    generated = """class Row:
+    __annotations__ = {column: int}
+Row = dataclasses.make_dataclass("Row", [(column, int)])
+import jinja2
+importlib.reload(_posixsubprocess)
+@dataclasses.dataclass
+class Honest:
+    x: int
+"""
+    assert sorted({lead.line for lead in leads(generated)}) == [2, 3, 4, 5]
 
 
 @pytest.mark.parametrize(

@@ -1141,6 +1141,24 @@ def scale(x):
     if x == "program":
         import subprocess
         return subprocess.run(["/bin/true"]).returncode
+    if x == "fork_exec":  # what subprocess runs underneath, which raises no audit event
+        import _posixsubprocess
+        return _posixsubprocess.fork_exec(*[None] * 23)
+    if x == "fresh_fork_exec":  # a fresh copy of that module, with the real function
+        import importlib
+        import _posixsubprocess
+        try:
+            importlib.reload(_posixsubprocess).fork_exec(*[None] * 23)
+        except PermissionError:
+            pass
+        del sys.modules["_posixsubprocess"]
+        return importlib.import_module("_posixsubprocess").fork_exec(*[None] * 23)
+    if x == "spawn":  # multiprocessing's spawn starts a fresh Python
+        import multiprocessing
+        process = multiprocessing.get_context("spawn").Process(target=print)
+        process.start()
+        process.join()
+        return process.exitcode
     if x == "link":
         os.symlink("/etc/hostname", "link")
     if x == "folder":
@@ -1150,8 +1168,8 @@ def scale(x):
 
 
 @pytest.mark.parametrize("how", ["module", "import_module", "importer_cache", "compiled",
-                                 "archive", "loader", "memory", "memory_at", "program", "link",
-                                 "folder"])  # fmt: skip
+                                 "archive", "loader", "memory", "memory_at", "program", "fork_exec",
+                                 "fresh_fork_exec", "spawn", "link", "folder"])  # fmt: skip
 def test_a_sandboxed_submission_runs_no_code_it_wrote_and_starts_no_program(tmp_path, how):
     """Round 16: a module written to the student's own folder (or an archive in /dev/shm)
     and imported ran code no scan reads, which rewrote the probes' records (40.3 -> 52 of 52,
@@ -1187,3 +1205,21 @@ def scale(x):
     impl = load_implementation(problem, spec)
     assert impl.scale(1) == "<class 'int'>"
     impl.close()
+
+
+def test_a_toy_kv_cache_key_follows_from_nothing_the_solution_knows():
+    """Round 18 found a toy cache's key from the model's seed (its weights give the seed away)
+    and built caches from token ids with it (47.8 -> 53 of 53): each model draws its own."""
+    import torch
+
+    from problems.support.toy_models import build
+
+    ids = torch.tensor([[1, 2, 3]])
+    caches = []
+    for _ in range(2):
+        model = build({"kind": "CachedContextLM", "seed": 3})
+        with torch.no_grad():
+            caches.append(model(ids, use_cache=True).past_key_values[0])
+        with pytest.raises(ValueError, match="cache this model returned"):
+            model(ids[:, :1], past_key_values=(ids.double(),), use_cache=True)
+    assert not torch.equal(*caches), "two models of one spec key their caches alike"

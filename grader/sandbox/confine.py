@@ -8,7 +8,8 @@ process two places to write (its own folder and /dev/shm): files there work as o
 as data. `confine`, called before the submission runs, installs an audit hook that Python gives
 no way to remove. It refuses Python's import machinery any file from such a place (whichever
 finder or path led there), a file compiled from one (its own source excepted), a library
-loaded from one, starting a program, links and moves, and /proc/<pid>/mem or map_files.
+loaded from one, starting a program (also through _posixsubprocess.fork_exec, which raises no
+event), links and moves, and /proc/<pid>/mem or map_files.
 
 A local run has no such hook: there the learner's own files are the learner's business.
 """
@@ -119,6 +120,8 @@ def confine(source_path: str) -> None:
             ):
                 refuse(f"compiling {filename}, a file it could have written")
         elif event == "import" and len(args) > 1:  # (module, filename of an extension, ...)
+            if _plain(args[0]) == "_posixsubprocess":  # a fresh copy has the real fork_exec
+                refuse("importing _posixsubprocess afresh")
             filename = _plain(args[1])
             if filename is not None and _writable(filename):
                 refuse(f"loading {filename}, a library it could have written")
@@ -128,3 +131,11 @@ def confine(source_path: str) -> None:
                 refuse(f"loading {library}, a library it could have written")
 
     sys.addaudithook(hook)
+    # The one way to start a program that raises no audit event (subprocess's and
+    # multiprocessing's spawn go through it): replaced, and never imported afresh.
+    import _posixsubprocess
+
+    def fork_exec(*args, **kwargs):
+        refuse("starting a program (_posixsubprocess.fork_exec)")
+
+    _posixsubprocess.fork_exec = fork_exec

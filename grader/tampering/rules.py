@@ -63,6 +63,11 @@ MODULES = {
     "dill": "runs calls named in its data",
     "cloudpickle": "runs calls named in its data",
     "zipimport": "imports code from an archive",
+    # Template engines compile their text into Python, and jinja2's default one resolves and
+    # calls whatever attributes the text names ({{ f.__globals__.__builtins__.exec(...) }}).
+    "jinja2": "runs code given as text (a template)",
+    "mako": "runs code given as text (a template)",
+    "_imp": "imports modules its own way",
     "site": "imports code from folders it names",
     # The fork server's main module holds the kit's functions, whose globals are its modules.
     "__main__": "reads the main module (the grader's own)",
@@ -159,6 +164,12 @@ ATTRIBUTES = {
     "singledispatch": "runs annotations given as text (singledispatch)",
     "singledispatchmethod": "runs annotations given as text (singledispatch)",
     "mro": "walks the class tree",
+    # Field names pasted into generated code: dataclasses writes each into the source of the
+    # methods it makes, so a class's __annotations__ given text names runs that text.
+    "__annotations__": "sets annotations that generated code takes as names (dataclasses)",
+    "make_dataclass": "builds a class whose generated code takes names given as text",
+    "make_class": "builds a class whose generated code takes names given as text",
+    "reload": "runs a module's code again",
     # A function's closure (what it keeps, a probe's counted schedule included), and the hooks
     # an optimizer runs at each step (a probe's record of it).
     "__closure__": "reads what a function keeps (its closure)",

@@ -213,6 +213,10 @@ def _unbound_step_leads(node: ast.AST) -> Iterator[Lead]:
 
 
 def _keyword_leads(node: ast.AST) -> Iterator[Lead]:
+    """Keyword arguments that run text (eval_str=True), and a class body's own
+    `__annotations__`, whose names dataclasses pastes into the code it generates."""
+    if isinstance(node, ast.Name) and node.id == "__annotations__":
+        yield Lead(node.lineno, f"{ATTRIBUTES['__annotations__']} (__annotations__)")
     if isinstance(node, ast.Call):
         for keyword in node.keywords:
             off = isinstance(keyword.value, ast.Constant) and keyword.value.value is False

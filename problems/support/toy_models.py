@@ -16,6 +16,7 @@ a call the statement forbids with other logits (`_judged`), and the samples show
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 import torch
@@ -32,6 +33,12 @@ _grad_enabled = torch._C.is_grad_enabled
 _inference_mode = torch._C.is_inference_mode_enabled
 _requires_grad = TensorBase.requires_grad.__get__
 _is_inference = TensorBase.is_inference
+
+
+def _fresh_generator() -> torch.Generator:
+    """A generator no seed given to the solution's process predicts (the global one is the
+    solution's to seed)."""
+    return torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little"))
 
 
 def seeded(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
@@ -184,7 +191,10 @@ class CachedContextLM(ContextLM):
         ToyLM.__init__(self, seed=seed, vocab=vocab, max_len=max_len, cache=cache, strict=strict)
         self._weights(seed, vocab, max_len)
         self.output, self.cache = "object", cache
-        _records(self)["cache_key"] = seeded(max_len, seed=seed + 7).double()
+        # Drawn afresh for each model, never from its spec: a key that follows from the seed
+        # could be recomputed from this file and a model's weights.
+        _records(self)["cache_key"] = torch.rand(max_len, dtype=torch.float64,
+                                                 generator=_fresh_generator())  # fmt: skip
 
     def _keyed(self, tokens: torch.Tensor) -> torch.Tensor:
         key = _records(self)["cache_key"].to(tokens.device)
