@@ -1111,6 +1111,16 @@ def scale(x):
         sys.path_importer_cache[key] = moved
         import hidden_cached
         return hidden_cached.ANSWER
+    if x == "own_source":  # its own file, rewritten, then imported under a name of its own
+        import importlib
+        with open(__file__, "w") as file:
+            file.write("ANSWER = 42")
+        sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+        return importlib.import_module(os.path.basename(__file__)[:-3]).ANSWER
+    if x == "own_name":  # other text compiled under its own file's name
+        namespace = {}
+        exec(compile("ANSWER = 42", __file__, "exec"), namespace)
+        return namespace["ANSWER"]
     if x == "compiled":  # the same, compiled by hand: no source for anyone to read
         import importlib.util
         os.mkdir("compiled")
@@ -1167,7 +1177,8 @@ def scale(x):
 """
 
 
-@pytest.mark.parametrize("how", ["module", "import_module", "importer_cache", "compiled",
+@pytest.mark.parametrize("how", ["module", "import_module", "importer_cache", "own_source",
+                                 "own_name", "compiled",
                                  "archive", "loader", "memory", "memory_at", "program", "fork_exec",
                                  "fresh_fork_exec", "spawn", "link", "folder"])  # fmt: skip
 def test_a_sandboxed_submission_runs_no_code_it_wrote_and_starts_no_program(tmp_path, how):
@@ -1212,7 +1223,7 @@ def test_a_toy_kv_cache_key_follows_from_nothing_the_solution_knows():
     and built caches from token ids with it (47.8 -> 53 of 53): each model draws its own."""
     import torch
 
-    from problems.support.toy_models import build
+    from problems.support.toy_models import ToyLM, build
 
     ids = torch.tensor([[1, 2, 3]])
     caches = []
@@ -1223,3 +1234,8 @@ def test_a_toy_kv_cache_key_follows_from_nothing_the_solution_knows():
         with pytest.raises(ValueError, match="cache this model returned"):
             model(ids[:, :1], past_key_values=(ids.double(),), use_cache=True)
     assert not torch.equal(*caches), "two models of one spec key their caches alike"
+    # Nor does a method of its own build one (model._keyed(ids) did): the toy classes define
+    # only what a model needs, and their records are reached by this module's functions.
+    own = {name for kind in type(model).__mro__ if issubclass(kind, ToyLM)
+           for name, value in vars(kind).items() if callable(value)}  # fmt: skip
+    assert own <= {"__init__", "forward", "logits", "_weights"}, sorted(own)

@@ -48,12 +48,13 @@ def _load(request: dict, confined: bool) -> tuple[dict, Session | None]:
     _forget_kit_modules()
     # Its file where its __file__ says, in its own folder (the current one): read as it is
     # locally, where the file is the one the learner edits.
+    source = str(request["source"])
     with contextlib.suppress(OSError):
-        Path(filename).write_text(str(request["source"]), encoding="utf-8")
+        Path(filename).write_text(source, encoding="utf-8")
     if confined:
-        confine(filename)
+        confine(filename, source)
     try:
-        module = load_source(str(request["source"]), f"solution_{slug}", filename)
+        module = load_source(source, f"solution_{slug}", filename)
     except BaseException as exc:  # noqa: BLE001 - importing a submission may raise anything
         return {"failed": import_failure(exc, filename)}, None
     solution = solution_namespace(module, list(request["names"]), filename)

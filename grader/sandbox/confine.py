@@ -81,9 +81,11 @@ def _loading() -> bool:
     return name in _LOADERS_FROZEN or bool(_LOADERS_FILES.search(name))
 
 
-def confine(source_path: str) -> None:
+def confine(source_path: str, source_text: str) -> None:
     """From now on, refuse this process what the module docstring lists. `source_path` is the
-    submission's own file, which it compiles from (and tracebacks read)."""
+    submission's own file, which the kit compiles from `source_text` (tracebacks read it): it
+    lies in the student's folder, so the process could rewrite it, and only that text may be
+    compiled under its name."""
     source = os.path.realpath(source_path)
 
     def refuse(what: str) -> None:
@@ -108,14 +110,17 @@ def confine(source_path: str) -> None:
                 or (not path.startswith("/") and _MEMORY_NAMES.search(path))  # with a dir_fd
             ):
                 refuse(f"opening {path}")
-            if _loading() and os.path.realpath(path) != source and _writable(path):
+            if _loading() and _writable(path):
                 refuse(f"importing code from {path}, a file it could have written")
         elif event == "compile" and len(args) > 1:  # (source, filename)
             filename = _plain(args[1])
+            submitted = (
+                os.path.realpath(filename or "") == source and _plain(args[0]) == source_text
+            )
             if (
                 filename
                 and not filename.startswith("<")  # "<string>": text, not a file
-                and os.path.realpath(filename) != source
+                and not submitted
                 and _writable(filename)
             ):
                 refuse(f"compiling {filename}, a file it could have written")

@@ -174,6 +174,24 @@ class ToyCache:
         self.tokens = self.tokens.repeat_interleave(repeats, dim=0)
 
 
+def _keyed(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    """A cache's content: each token plus its position's key (a function here, not a method,
+    which anyone holding the model could call to build a cache)."""
+    key = _records(model)["cache_key"].to(tokens.device)
+    return tokens.double() + key[: tokens.shape[1]]
+
+
+def _unkeyed(model: torch.nn.Module, kept: torch.Tensor) -> torch.Tensor:
+    """The tokens of a cache `model` returned; ValueError for any other."""
+    if not isinstance(kept, torch.Tensor) or kept.dtype != torch.float64 or kept.ndim != 2:
+        raise ValueError("past_key_values must be a cache this model returned")
+    tokens = (kept - _records(model)["cache_key"].to(kept.device)[: kept.shape[1]]).round()
+    if not torch.equal(_keyed(model, tokens), kept):
+        raise ValueError("past_key_values must be a cache this model returned, not one "
+                         "built from token ids")  # fmt: skip
+    return tokens.long()
+
+
 class CachedContextLM(ContextLM):
     """ContextLM behind a Hugging Face style KV cache: `forward` takes `past_key_values` and
     `use_cache` and returns ``.logits`` for the new tokens only and ``.past_key_values``.
@@ -196,26 +214,13 @@ class CachedContextLM(ContextLM):
         _records(self)["cache_key"] = torch.rand(max_len, dtype=torch.float64,
                                                  generator=_fresh_generator())  # fmt: skip
 
-    def _keyed(self, tokens: torch.Tensor) -> torch.Tensor:
-        key = _records(self)["cache_key"].to(tokens.device)
-        return tokens.double() + key[: tokens.shape[1]]
-
-    def _unkeyed(self, kept: torch.Tensor) -> torch.Tensor:
-        if not isinstance(kept, torch.Tensor) or kept.dtype != torch.float64 or kept.ndim != 2:
-            raise ValueError("past_key_values must be a cache this model returned")
-        tokens = (kept - _records(self)["cache_key"].to(kept.device)[: kept.shape[1]]).round()
-        if not torch.equal(self._keyed(tokens), kept):
-            raise ValueError("past_key_values must be a cache this model returned, not one "
-                             "built from token ids")  # fmt: skip
-        return tokens.long()
-
     def forward(self, input_ids, attention_mask=None, past_key_values=None, use_cache=False):
         if past_key_values is None:
             past = input_ids[:, :0]
         elif isinstance(past_key_values, ToyCache):
-            past = self._unkeyed(past_key_values.tokens)
+            past = _unkeyed(self, past_key_values.tokens)
         else:
-            past = self._unkeyed(past_key_values[0])
+            past = _unkeyed(self, past_key_values[0])
         _record(self, input_ids, attention_mask, past.shape[1], past_key_values is not None)
         sequence = torch.cat([past, input_ids], dim=1)
         # Only the first call reads the prompts; a later one adds one token to each row, so
@@ -225,9 +230,9 @@ class CachedContextLM(ContextLM):
         cache = None
         if use_cache and self.cache == "object":
             cache = past_key_values if isinstance(past_key_values, ToyCache) else ToyCache(past)
-            cache.tokens = self._keyed(sequence)  # in place, as transformers' DynamicCache is
+            cache.tokens = _keyed(self, sequence)  # in place, as transformers' DynamicCache is
         elif use_cache:
-            cache = (self._keyed(sequence),)
+            cache = (_keyed(self, sequence),)
         return SimpleNamespace(logits=logits, past_key_values=cache)
 
 
