@@ -213,10 +213,7 @@ def _unbound_step_leads(node: ast.AST) -> Iterator[Lead]:
 
 
 def _keyword_leads(node: ast.AST) -> Iterator[Lead]:
-    """Keyword arguments that run text (eval_str=True), and a class body's own
-    `__annotations__`, whose names dataclasses pastes into the code it generates."""
-    if isinstance(node, ast.Name) and node.id == "__annotations__":
-        yield Lead(node.lineno, f"{ATTRIBUTES['__annotations__']} (__annotations__)")
+    """Keyword arguments that run text unless given False (eval_str=True)."""
     if isinstance(node, ast.Call):
         for keyword in node.keywords:
             off = isinstance(keyword.value, ast.Constant) and keyword.value.value is False
@@ -834,8 +831,12 @@ def _tree_leads(tree: ast.AST) -> list[Lead]:
 
 def _annotation_leads(nodes: list[ast.AST]) -> Iterator[Lead]:
     """Annotations given as text are code that typing.get_type_hints and singledispatch's
-    register run (eval): scanned as code, and a call in one, which no type needs, is a lead."""
+    register run (eval): scanned as code, and a call in one, which no type needs, is a lead.
+    So is a class body's own `__annotations__`, whose names dataclasses paste into the code
+    they generate."""
     for node in nodes:
+        if isinstance(node, ast.Name) and node.id == "__annotations__":
+            yield Lead(node.lineno, f"{ATTRIBUTES['__annotations__']} (__annotations__)")
         if isinstance(node, ast.arg | ast.AnnAssign):
             notes = [node.annotation]
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):

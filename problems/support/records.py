@@ -30,8 +30,3 @@ class Records:
 
     def __setitem__(self, obj: object, record: Any) -> None:
         self._kept[id(obj)] = (obj, record)  # holding obj keeps its id from being reused
-
-    def setdefault(self, obj: object, record: Any) -> Any:
-        if obj not in self:
-            self[obj] = record
-        return self[obj]
