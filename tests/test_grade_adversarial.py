@@ -568,6 +568,8 @@ PROBE_ATTACKS = {
                             _capstone("unbound_extra_steps", forge=False, base="reference")),
     "merged_reward_calls": ("grpo_trainer", _capstone("reward_per_group", base="reference"),
                             _capstone("reward_per_group", forge=False, base="reference")),
+    "missed_last_schedule": ("grpo_trainer", _capstone("missed_last_schedule", base="reference"),
+                             _capstone("missed_last_schedule", forge=False, base="reference")),
 }  # fmt: skip
 
 

@@ -1077,6 +1077,7 @@ CONFINED = """
 import marshal
 import os
 import sys
+import typing
 import zipfile
 
 def scale(x):
@@ -1088,6 +1089,21 @@ def scale(x):
         with open("data.txt") as file:
             third = fractions.Fraction(file.read())
         return [str(third), inspect.getsource(scale).splitlines()[0]]
+    if x == "generated":  # code generators and text with nothing the class report flags
+        import collections
+        import dataclasses
+        import pickle
+        import timeit
+        import torch
+        Row = dataclasses.make_dataclass("Row", [("a", int), ("b", "list[int]")], frozen=True)
+        Pair = collections.namedtuple("Pair", "left right")
+        def typed(value: "typing.Optional[int]") -> "list[int]":
+            return [value]
+        namespace = {}
+        exec("ANSWER = 6 * 7", namespace)
+        data = pickle.loads(pickle.dumps({"t": torch.arange(3), "d": collections.OrderedDict()}))
+        return [Row(1, [2]) == Row(1, [2]), Pair(1, 2).right, str(typing.get_type_hints(typed)),
+                namespace["ANSWER"], timeit.timeit("1 + 1", number=1) >= 0, data["t"].tolist()]
     if x == "module":  # a module written to its own folder, then imported
         with open("hidden_helper.py", "w") as file:
             file.write("ANSWER = 42")
@@ -1173,24 +1189,107 @@ def scale(x):
         os.symlink("/etc/hostname", "link")
     if x == "folder":
         os.chdir("/usr")
+    if x == "patched_check":  # the check's own function, replaced through an unflagged spelling
+        [os][0].access = lambda *args, **kwargs: False
+        with open("hidden_patched.py", "w") as file:
+            file.write("ANSWER = 42")
+        sys.path.insert(0, os.getcwd())
+        import hidden_patched
+        return hidden_patched.ANSWER
+    if x == "read_only_folder":  # written, then made read-only: "could have written" still
+        os.mkdir("frozen")
+        with open("frozen/hidden_frozen.py", "w") as file:
+            file.write("ANSWER = 42")
+        os.chmod("frozen", 0o500)
+        sys.path.insert(0, os.path.abspath("frozen"))
+        import hidden_frozen
+        return hidden_frozen.ANSWER
+    if x == "renamed_fork_exec":  # the same library under another name, a fresh fork_exec
+        import importlib.util
+        import _posixsubprocess
+        loader = importlib.machinery.ExtensionFileLoader("kit_fork", _posixsubprocess.__file__)
+        spec = importlib.util.spec_from_file_location("kit_fork", _posixsubprocess.__file__,
+                                                      loader=loader)
+        return importlib.util.module_from_spec(spec).fork_exec(*[None] * 23)
+    # Text made into code at run time, in which the class report would find a lead.
+    if x == "text_exec":
+        exec(HIDDEN, {})
+    if x == "text_loader":  # a loader's source, compiled under "<string>"
+        import importlib.abc
+        class Loader(importlib.abc.InspectLoader):
+            def get_source(self, fullname):
+                return HIDDEN
+        return Loader().load_module("hidden_text").ANSWER
+    if x == "text_timer":
+        import timeit
+        return timeit.Timer(HIDDEN).timeit(1)
+    if x == "text_forward_reference":
+        return typing._eval_type(typing.ForwardRef(HIDDEN_EXPRESSION), {}, None)
+    if x == "text_dataclass":  # a field name pasted into the generated __eq__
+        import dataclasses
+        Row = dataclasses.dataclass(init=False, repr=False)(type("Row", (), {"__annotations__": {
+            "__class__, " + HIDDEN_EXPRESSION: int}}))
+        return Row() == Row()
+    if x == "text_pickle":  # a pickle that calls exec
+        import pickle
+        return pickle.loads(b"cbuiltins\\nexec\\n(" + pickle.dumps(HIDDEN, 0)[:-1] + b"tR.")
+    if x == "pickled_reflection":  # a pickle's names walk attributes, its calls take them
+        import pickle
+        for named in (b"builtins\\ngetattr", b"torch.nn.modules.module\\n_global_forward_hooks",
+                      b"builtins\\nobject.__getattribute__"):
+            try:
+                pickle.loads(b"c" + named + b"\\n.")
+            except PermissionError:
+                continue
+            return named
+        raise PermissionError("the sandbox refuses all three")
+    if x == "text_under_a_library_name":
+        exec(compile(HIDDEN, os.__file__, "exec"), {})
+    if x == "text_in_utf7":  # what the scan reads as a comment, Python reads as a line
+        exec(b"# coding: utf-7\\n#+AAo-import gc\\n", {})
+    if x == "marshalled":
+        return marshal.loads(marshal.dumps(compile("ANSWER = 42", "<hidden>", "exec")))
+    if x == "code_by_hand":
+        return (lambda: 0).__code__.replace(co_consts=(42,))
     return "not refused"
+
+
+HIDDEN_EXPRESSION = "(lambda: 0).__globals__['__name__']"
+HIDDEN = "ANSWER = " + HIDDEN_EXPRESSION
 """
 
 
 @pytest.mark.parametrize("how", ["module", "import_module", "importer_cache", "own_source",
                                  "own_name", "compiled",
                                  "archive", "loader", "memory", "memory_at", "program", "fork_exec",
-                                 "fresh_fork_exec", "spawn", "link", "folder"])  # fmt: skip
+                                 "fresh_fork_exec", "spawn", "link", "folder", "patched_check",
+                                 "read_only_folder", "renamed_fork_exec", "text_exec",
+                                 "text_loader", "text_timer", "text_forward_reference",
+                                 "text_dataclass", "text_pickle", "pickled_reflection",
+                                 "text_under_a_library_name",
+                                 "text_in_utf7", "marshalled", "code_by_hand"])  # fmt: skip
 def test_a_sandboxed_submission_runs_no_code_it_wrote_and_starts_no_program(tmp_path, how):
     """Round 16: a module written to the student's own folder (or an archive in /dev/shm)
     and imported ran code no scan reads, which rewrote the probes' records (40.3 -> 52 of 52,
     no lead); round 17 did it past a check of sys.path (importlib.import_module, a finder
     in sys.path_importer_cache pointed at its folder, a .pyc). In the sandbox, a submission now loads no code from where it may write (except
-    its own source), and starts no program; its data files work as anywhere."""
+    its own source), and starts no program; its data files work as anywhere. Round 19 turned
+    the hook off by patching os.access through `[os][0]`, made its folder read-only before
+    importing from it, and ran text through code generators (a loader's source, a timer, a
+    forward reference, a pickle): text compiled at run time is now held to the class report's
+    rules, and the hook calls nothing a submission can replace."""
     if not SANDBOXED:
         pytest.skip("needs a working bubblewrap")
     impl = sandboxed(tmp_path, CONFINED)
     assert impl.scale("stdlib") == ["1/3", "def scale(x):"]
+    assert impl.scale("generated") == [
+        True,
+        2,
+        "{'value': typing.Optional[int], 'return': list[int]}",
+        42,
+        True,
+        [0, 1, 2],
+    ]
     # zipimport turns the refusal into "no module named ...": nothing it held ran either way.
     refused = "sandbox refuses" if how != "archive" else "No module named 'hidden_zipped'"
     with pytest.raises((PermissionError, ImportError), match=refused):

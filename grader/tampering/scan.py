@@ -587,17 +587,120 @@ def _dotted(node: ast.expr) -> str:
     return ".".join([start, *reversed(names)])
 
 
-def _patch_leads(node: ast.AST, imported: set[str], importers: set[str]) -> Iterator[Lead]:
+def _root_object(node: ast.expr) -> ast.expr:
+    """Where the object is taken from, down attributes and subscripts: `[os]` for [os][0]."""
+    while isinstance(node, ast.Attribute | ast.Subscript):
+        node = node.value
+    return node
+
+
+# Builtins given a module have leads of their own (getattr, vars) or none to give (isinstance).
+OWN_RULES = ("getattr", "hasattr", "setattr", "delattr", "vars", "dir", "isinstance", "id",
+             "print", "repr", "str", "type")  # fmt: skip
+# Expressions that hand on what they hold: containers, and those that pick or return a value.
+HOLDERS = (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.Lambda, ast.IfExp, ast.NamedExpr,
+           ast.Starred, ast.BoolOp)  # fmt: skip
+
+
+def _held_modules(node: ast.expr, imported: set[str]) -> bool:
+    """Whether `node` holds an imported name as a value, not only reads an attribute of one:
+    `[os]`, `lambda: os`, `os if c else x`, `[torch.optim.lr_scheduler]`."""
+    parents = {id(child): parent for parent in ast.walk(node)
+               for child in ast.iter_child_nodes(parent)}  # fmt: skip
+    for part in ast.walk(node):
+        if not (isinstance(part, ast.Name) and part.id in imported):
+            continue
+        chain: ast.AST = part
+        while isinstance(parents.get(id(chain)), ast.Attribute):
+            chain = parents[id(chain)]
+        holder = parents.get(id(chain))
+        # A bare module handed on anywhere; an attribute of one (torch.float32, a class, a
+        # submodule) put in a container or returned by an expression, not given to a call.
+        handed = (
+            isinstance(holder, ast.Call | ast.keyword)
+            and holder is not chain
+            and (not isinstance(holder, ast.Call) or holder.func is not chain)
+        )
+        if chain is node or isinstance(holder, HOLDERS) or (handed and chain is part):
+            return True
+    return False
+
+
+def _module_holders(nodes: list[ast.AST], imported: set[str]) -> set[str]:
+    """Names bound to something that holds an imported module as a value (`for m in [os]`,
+    `m = [os][0]`, `(m := os)`, `def f(m=os)`): their attributes are the module's."""
+    bound: list[tuple[ast.expr, ast.expr]] = []
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            bound += [(target, node.value) for target in node.targets]
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign | ast.NamedExpr) and node.value:
+            bound.append((node.target, node.value))
+        elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+            bound.append((node.target, node.iter))
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            bound.append((node.optional_vars, node.context_expr))
+        elif isinstance(node, ast.arguments):
+            given = node.posonlyargs + node.args
+            bound += zip(given[len(given) - len(node.defaults) :], node.defaults, strict=True)
+            bound += [(arg, default) for arg, default in
+                      zip(node.kwonlyargs, node.kw_defaults, strict=True) if default is not None]  # fmt: skip
+    holders: set[str] = set()
+    for target, value in bound:
+        if _held_modules(value, imported):
+            names = [target]  # a name or an unpacking of names, not `self.x` or `d[k]`
+            while names:
+                name = names.pop()
+                if isinstance(name, ast.Tuple | ast.List):
+                    names.extend(name.elts)
+                elif isinstance(name, ast.Starred):
+                    names.append(name.value)
+                elif isinstance(name, ast.Name | ast.arg):
+                    holders.add(name.id if isinstance(name, ast.Name) else name.arg)
+    return holders
+
+
+def _patch_leads(
+    node: ast.AST, imported: set[str], importers: set[str], functions: set[str]
+) -> Iterator[Lead]:
     """An attribute of an imported module (or of a class or function imported from one) set or
-    deleted: `torch.is_grad_enabled = lambda: False`, `setattr(nn.Module, name, f)`."""
+    deleted: `torch.is_grad_enabled = lambda: False`, `setattr(nn.Module, name, f)`, also when
+    the module is reached through an expression (`[os][0].access = ...`, `f().x = ...`)."""
     changed = _changed_attribute(node)
     if changed is None:
         return
     target = changed[0]
     shown = node if isinstance(node, ast.Attribute) else target
-    base = _base(target)
-    if (isinstance(base, ast.Name) and base.id in imported) or _is_import_call(base, importers):
+    base, root = _base(target), _root_object(target)
+    # Through an expression holding the module, or a call of a function of the file's own
+    # (which may return one): type(model).forward is the class rules' business.
+    through = not isinstance(root, ast.Name) and (
+        _held_modules(root, imported)
+        or any(
+            isinstance(part, ast.Call)
+            and (
+                isinstance(part.func, ast.Lambda)
+                or (isinstance(part.func, ast.Name) and part.func.id in functions)
+            )
+            for part in ast.walk(root)
+        )  # fmt: skip
+    )
+    if (
+        (isinstance(base, ast.Name) and base.id in imported)
+        or _is_import_call(base, importers)
+        or through
+    ):
         yield Lead(node.lineno, f"{PATCH} ({_dotted(shown)[:80]})")
+
+
+def _module_argument_leads(node: ast.AST, modules: set[str]) -> Iterator[Lead]:
+    """A module (a name an import statement bound) handed to a function, whose parameter then
+    patches it out of the scan's sight: `f(os)` with `def f(m): m.access = ...`."""
+    if isinstance(node, ast.Call) and not (
+        isinstance(node.func, ast.Name) and node.func.id in OWN_RULES
+    ):
+        for argument in [*node.args, *(keyword.value for keyword in node.keywords)]:
+            if isinstance(argument, ast.Name) and argument.id in modules:
+                yield Lead(node.lineno, f"hands the module {argument.id} to a function")
 
 
 def _text_leads(node: ast.AST, imported_by_call: set[int]) -> Iterator[Lead]:
@@ -786,9 +889,15 @@ def _tree_leads(tree: ast.AST) -> list[Lead]:
                and isinstance(_base(node.value), ast.Name)]  # fmt: skip
     for _ in range(ALIAS_ROUNDS):
         more = {name for name, base in chained if base in imported_names} - imported_names
+        more |= _module_holders(nodes, imported_names) - imported_names
         if not more:
             break
         imported_names |= more
+    functions = {
+        node.name for node in nodes if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    modules = set(renamed) | {alias.asname or alias.name.split(".")[0] for node in nodes
+                              if isinstance(node, ast.Import) for alias in node.names}  # fmt: skip
     called = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
     called_bare = {id(node.func) for node in nodes
                    if isinstance(node, ast.Call) and not node.args and not node.keywords}  # fmt: skip
@@ -819,7 +928,8 @@ def _tree_leads(tree: ast.AST) -> list[Lead]:
         found.update(_sets_by_name_leads(node))
         found.update(_attribute_leads(node, renamed, called, called_bare))
         found.update(_text_leads(node, imported_by_call))
-        found.update(_patch_leads(node, imported_names, importers))
+        found.update(_patch_leads(node, imported_names, importers, functions))
+        found.update(_module_argument_leads(node, modules))
         found.update(_replaced_leads(node))
         found.update(_method_leads(node))
         found.update(_match_leads(node))

@@ -428,8 +428,9 @@ def run_optimize(solution, policy, rollout, config, optimizer, scheduler=None, s
         "old_logps": batch.old_logps,
         "steps": steps_of(recorder),
         "weights": weights(network),
-        # A step skipped at the end shows only here.
+        # A step skipped at the end shows only here: in the count, and in the rates it sets.
         "scheduler_steps": None if schedule is None else scheduler_steps(schedule),
+        "learning_rates": [float(group["lr"]) for group in recorder.param_groups],
     }
 
 

@@ -994,6 +994,12 @@ def test_the_scheduler_steps_once_per_update(impl):
     assert got["scheduler_steps"] == 3, (
         f"3 updates should step the scheduler 3 times, it stepped {got['scheduler_steps']} times"
     )
+    # scheduler.step() sets the next rate; get_lr() only computes it.
+    assert got["learning_rates"] == [SGD["lr"] * 0.5**3], (
+        f"after 3 updates the optimizer's rate should be the schedule's 4th, "
+        f"{SGD['lr'] * 0.5**3}, it is {got['learning_rates']}: call scheduler.step() after "
+        "each optimizer.step()"
+    )
 
 
 @pytest.mark.parametrize("max_grad_norm", [0.05, 0.0, None])
