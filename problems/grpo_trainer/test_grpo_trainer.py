@@ -1142,23 +1142,36 @@ def test_the_models_are_left_in_the_mode_they_came_in(impl):
 def test_grpo_step_creates_its_tensors_on_the_policy_device_not_the_default_one(impl):
     # As for a policy on a GPU while torch's default device is the CPU: here the policy is on
     # the CPU and torch's default device is "meta" during the step, a device that holds no data.
-    for ref, beta in ((None, 0.0), (tiny(1), 0.04)):
-        options = config(beta=beta, num_iterations=2)
-        arguments = (tiny(0), ref, SGD, PROMPT_IDS[:3], ANSWERS[:3], "mod3_ranked", EOS,
+    # The last case runs the truncation path: a policy that never emits EOS, its rows masked.
+    cases = ((tiny(0), None, {"num_iterations": 2}),
+             (tiny(0), tiny(1), {"beta": 0.04, "num_iterations": 2}),
+             (tiny(0, "never_ends"), None, {"mask_truncated_completions": True}))  # fmt: skip
+    for policy, ref, overrides in cases:
+        options = config(**overrides)
+        arguments = (policy, ref, SGD, PROMPT_IDS[:3], ANSWERS[:3], "mod3_ranked", EOS,
                      options, 11)  # fmt: skip
         try:
             got = impl.probe.run_grpo_step(*arguments, default_device="meta")
         except (RuntimeError, NotImplementedError, IndexError) as exc:
             raise AssertionError(
-                f"beta={beta}: with torch's default device set to 'meta' during grpo_step, it "
+                f"{overrides}: with torch's default device set to 'meta' during grpo_step, it "
                 f"raised {type(exc).__name__}: {exc}. Create every tensor on the policy's "
                 "device: device=..., or *_like"
             ) from exc
         plain = impl.probe.run_grpo_step(*arguments)
         assert torch.equal(got["rollout"]["completion_ids"], plain["rollout"]["completion_ids"])
+        # Values too: some ops given a tensor on "meta" return a wrong answer, not an error
+        # (torch.isin against EOS ids made on the default device says every token is one).
+        for field in ("truncated", "completion_mask"):
+            assert torch.equal(got["rollout"][field], plain["rollout"][field]), (
+                f"{overrides}: rollout.{field} differs when torch's default device is 'meta' "
+                f"during grpo_step: {got['rollout'][field].tolist()}, not "
+                f"{plain['rollout'][field].tolist()}. Create every tensor on the policy's "
+                "device (the EOS ids too): device=..., or *_like"
+            )
         for name, weight in plain["weights"].items():
             assert torch.equal(got["weights"][name], weight), (
-                f"beta={beta}: {name} after the step differs when torch's default device is "
+                f"{overrides}: {name} after the step differs when torch's default device is "
                 "'meta' during it"
             )
 
