@@ -13,6 +13,7 @@ import contextlib
 import torch
 
 from grader.errors import UnexpectedResult
+from problems.support.host_transfers import HostTransfers
 from problems.support.toy_models import build, calls_of, parameter_state, state_changes
 
 FIELDS = ("completion_ids", "completion_mask", "logprobs")
@@ -34,6 +35,7 @@ def sample(
     autograd: bool = True,
     positional: bool = False,
     frozen: bool = False,
+    watch_host: bool = False,
     **settings,
 ) -> dict:
     """Sample with the toy model `model` (a spec, see problems/support/toy_models.py).
@@ -45,7 +47,9 @@ def sample(
     device during the call (as a CPU default is, for a model on a GPU), `autograd` whether
     autograd is on when the call starts (as its caller left it), `frozen` whether the model's
     first parameter comes frozen (requires_grad off, as a frozen embedding is) and the others
-    with gradients. `settings` (temperature, top_k, top_p) are passed on as they are.
+    with gradients; `watch_host` whether the result's "host_transfers" lists the calls that
+    moved data to the host (see problems/support/host_transfers.py). `settings` (temperature,
+    top_k, top_p) are passed on as they are.
     """
     net = build(model).train(train)
     if device is not None:
@@ -61,9 +65,10 @@ def sample(
     torch.manual_seed(global_seed)
     grad_enabled = torch.is_grad_enabled()
     default = contextlib.nullcontext() if default_device is None else torch.device(default_device)
+    host = HostTransfers() if watch_host else contextlib.nullcontext()
     try:
         torch.set_grad_enabled(autograd)
-        with default:
+        with default, host:
             if positional:
                 out = solution.sample_group(
                     net, prompt_ids, num_generations, max_new_tokens, eos_ids,
@@ -92,6 +97,7 @@ def sample(
                             if not torch.equal(value, weights[name])],
         "parameters_changed": state_changes(kept, parameter_state(net)),
         "backward_error": _backward_error(result["completion_ids"]),
+        "host_transfers": host.seen if watch_host else None,
     }  # fmt: skip
 
 

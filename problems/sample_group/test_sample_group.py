@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from problems.support.asserts import assert_tensor, calls_without_value_error
+from problems.support.host_transfers import advice
 from problems.support.toy_models import build
 
 CONTEXT = {"kind": "ContextLM", "seed": 3}  # logits depend on the whole context, vocab 8
@@ -404,17 +405,37 @@ def test_one_new_token(impl):
 def test_creates_its_tensors_on_the_model_device_not_the_default_one(impl):
     # As for a model on a GPU while torch's default device is the CPU: here the model is on the
     # CPU and torch's default device is "meta" during the call, a device that holds no data.
-    for spec in (CONTEXT, {"kind": "CachedContextLM", "seed": 3}):
+    # Top-k and top-p build tensors of their own too: each path runs once.
+    cases = ((CONTEXT, {}), ({"kind": "CachedContextLM", "seed": 3}, {}),
+             (CONTEXT, {"temperature": 2.0, "top_k": 5, "top_p": 0.9}))  # fmt: skip
+    for spec, settings in cases:
         prompt_ids = prompts([1, 2], [5, 3])
         try:
-            result = sample(impl, spec, prompt_ids, 2, 6, [0, 4], default_device="meta")
+            result = sample(impl, spec, prompt_ids, 2, 6, [0, 4], default_device="meta",
+                            watch_host=True, **settings)  # fmt: skip
         except (RuntimeError, NotImplementedError, IndexError) as exc:
             raise AssertionError(
-                f"{spec['kind']}: with torch's default device set to 'meta' during the call, "
-                f"sample_group raised {type(exc).__name__}: {exc}. Create every tensor on the "
-                "model's device (the device of its parameters): device=..., or *_like"
+                f"{spec['kind']} with {settings}: with torch's default device set to 'meta' "
+                f"during the call, sample_group raised {type(exc).__name__}: {exc}. Create "
+                "every tensor on the model's device (the device of its parameters): "
+                "device=..., or *_like"
             ) from exc
+        # A trip through the host gives back a CPU tensor, right here by chance (the model is
+        # on the CPU), beside the model's CUDA tensors on a GPU.
+        assert not result["host_transfers"], (
+            f"{spec['kind']} with {settings}: sample_group called "
+            f"{', '.join(result['host_transfers'])}: " + advice("the model's")
+        )
         check_fields(result, 4, 6, 8)
+        if settings:  # judged against its own run on the CPU: the filters have tests of their own
+            plain = sample(impl, spec, prompt_ids, 2, 6, [0, 4], **settings)
+            for name in ("completion_ids", "completion_mask", "logprobs"):
+                same = torch.allclose(result[name], plain[name], rtol=0, atol=0, equal_nan=True)
+                assert same, (
+                    f"{spec['kind']} with {settings}: {name} differs when torch's default device "
+                    "is 'meta' during the call. Create every tensor on the model's device"
+                )
+            continue
         check_completions(result, [0, 4])
         check_logprobs(result, spec, prompt_ids, 2)
 
