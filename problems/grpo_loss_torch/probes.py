@@ -12,6 +12,7 @@ import contextlib
 import torch
 
 from grader.errors import UnexpectedResult
+from problems.support.host_transfers import HostTransfers
 
 INPUTS = ("logp", "logp_old", "logp_ref", "advantages", "mask")
 
@@ -35,18 +36,20 @@ def _checked(loss) -> torch.Tensor:
 
 
 def backward(solution, case: dict, grad=("logp",), same_as_logp=(), default_device=None,
-             **options) -> dict:  # fmt: skip
+             watch_host=False, **options) -> dict:  # fmt: skip
     """One call and one backward pass, as in a training step.
 
     `grad` names the inputs that require grad; `same_as_logp` names inputs that receive the
     very tensor passed as `logp` (a caller passing logp itself as logp_old, say);
     `default_device` is torch's default device during the call. Returns the loss, whether it
-    is attached to a graph, and each input's gradient (None if none arrived).
+    is attached to a graph, and each input's gradient (None if none arrived); with
+    `watch_host`, also the calls that moved data to the host (problems/support/host_transfers.py).
     """
     leaves = _leaves(case, tuple(grad))
     inputs = {name: leaves["logp"] if name in same_as_logp else leaves[name] for name in INPUTS}
     default = contextlib.nullcontext() if default_device is None else torch.device(default_device)
-    with default:
+    host = HostTransfers() if watch_host else contextlib.nullcontext()
+    with default, host:
         loss = _checked(solution.grpo_loss(**inputs, **options))
     attached = loss.requires_grad
     if attached and loss.ndim == 0:
@@ -55,6 +58,7 @@ def backward(solution, case: dict, grad=("logp",), same_as_logp=(), default_devi
         "loss": loss.detach().clone(),
         "requires_grad": attached,
         "grads": {name: leaves[name].grad for name in INPUTS if leaves[name].requires_grad},
+        "host_transfers": host.seen if watch_host else None,
     }
 
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from problems.support.asserts import assert_positional_call_agrees, assert_tensor
+from problems.support.host_transfers import advice
 
 AGGREGATIONS = ["sequence", "token", "constant"]
 F64 = torch.float64
@@ -139,14 +140,20 @@ def test_creates_its_tensors_on_the_inputs_device_not_the_default_one(impl):
     ):
         what = f"{aggregation!r}, beta={beta}, {extra or 'no options'}"
         try:
-            record = backward(impl, case, default_device="meta", aggregation=aggregation,
-                              beta=beta, **extra)  # fmt: skip
+            record = backward(impl, case, default_device="meta", watch_host=True,
+                              aggregation=aggregation, beta=beta, **extra)  # fmt: skip
         except (RuntimeError, NotImplementedError, IndexError) as exc:
             raise AssertionError(
                 f"{what}: with torch's default device set to 'meta' during the call, grpo_loss "
                 f"raised {type(exc).__name__}: {exc}. Create every tensor on the inputs' device: "
                 "device=logp.device, or *_like"
             ) from exc
+        # A trip through the host gives back a CPU tensor: right here by chance (the inputs are
+        # on the CPU), beside the inputs on a GPU.
+        assert not record["host_transfers"], (
+            f"{what}: grpo_loss called {', '.join(record['host_transfers'])}: "
+            + advice("the inputs'")
+        )
         loss, grad = expected(case, aggregation, extra.get("max_len") if aggregation ==
                               "constant" else None, extra.get("normalizer"), beta=beta)  # fmt: skip
         assert_tensor(record["loss"], loss, rtol=1e-10, what=f"loss ({what})")
