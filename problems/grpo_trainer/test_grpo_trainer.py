@@ -588,6 +588,27 @@ def test_groups_of_equal_rewards_do_not_move_the_weights(impl):
     check_update(got, expected, tiny(0), f"a step on answers {answers} (the first group constant)")
 
 
+def test_an_update_whose_advantages_are_all_zero_still_steps(impl):
+    # Nothing to learn is no reason to skip the update: AdamW still moves the weights (by its
+    # weight decay here, by its momentum after earlier steps), and a skipped step leaves the
+    # optimizer's and the schedule's step counts behind.
+    options = config(num_iterations=2)
+    rollout = crafted_rollout(tiny(0)) | {"advantages": torch.zeros(12)}
+    adamw = {"kind": "AdamW", "lr": 0.1, "record_grads": False}
+    got = optimize(impl, tiny(0), rollout, options, adamw, "halving")
+    assert (len(got["steps"]), got["scheduler_steps"]) == (2, 2), (
+        f"every advantage 0, no reference model: 2 iterations took {len(got['steps'])} optimizer "
+        f"steps and {got['scheduler_steps']} scheduler steps, not 2 and 2. Make every update, "
+        "whatever the advantages: optimizer.step(), then scheduler.step()"
+    )
+    start = weights(gpt(tiny(0)))
+    after = tensors_like(got["weights"], start, "the weights after the update")
+    assert any(not torch.equal(w, start[n]) for n, w in after.items()), (
+        "AdamW's weight decay moves the weights even when every gradient is 0, but no weight "
+        "moved: make every update, whatever the advantages"
+    )
+
+
 def test_reference_logps_are_the_reference_models_and_only_when_beta_is_positive(impl):
     r, _ = rollout_of(impl, ref=tiny(1), G=4, beta=0.1, temperature=0.7)
     assert r.ref_logps is not None, (
