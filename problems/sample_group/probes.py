@@ -14,9 +14,31 @@ import torch
 
 from grader.errors import UnexpectedResult
 from problems.support.host_transfers import HostTransfers
-from problems.support.toy_models import build, calls_of, parameter_state, state_changes
+from problems.support.toy_models import (
+    CachedContextLM,
+    build,
+    calls_of,
+    parameter_state,
+    state_changes,
+)
 
 FIELDS = ("completion_ids", "completion_mask", "logprobs")
+
+
+class NoCacheReturnedLM(CachedContextLM):
+    """CachedContextLM that takes `past_key_values` and `use_cache` but returns no cache
+    (``past_key_values=None``), as a Hugging Face model does under gradient checkpointing: a
+    sampler must feed it the whole sequence at every step. Its logits are ContextLM's."""
+
+    def forward(self, input_ids, attention_mask=None, past_key_values=None, use_cache=False):
+        return super().forward(input_ids, attention_mask, past_key_values, use_cache=False)
+
+
+def _build(spec):
+    """toy_models.build, and this problem's own NoCacheReturnedLM."""
+    if isinstance(spec, dict) and spec.get("kind") == "NoCacheReturnedLM":
+        return NoCacheReturnedLM(**{key: value for key, value in spec.items() if key != "kind"})
+    return build(spec)
 
 
 def sample(
@@ -51,7 +73,7 @@ def sample(
     moved data to the host (see problems/support/host_transfers.py). `settings` (temperature,
     top_k, top_p) are passed on as they are.
     """
-    net = build(model).train(train)
+    net = _build(model).train(train)
     if device is not None:
         net = net.to(device)
     if frozen:  # the others hold the gradients of a caller accumulating them

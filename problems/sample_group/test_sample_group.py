@@ -817,6 +817,21 @@ def test_a_forward_taking_past_key_values_without_use_cache_gets_no_cache(impl):
     check_logprobs(result, spec, prompt_ids, 2, temperature=1.3)
 
 
+def test_a_model_that_returns_no_cache_reads_the_whole_sequence_at_every_step(impl):
+    # Its forward takes past_key_values and use_cache, but it returns past_key_values=None (as a
+    # Hugging Face model does under gradient checkpointing): with no cache to pass, each call
+    # reads the whole sequence so far. Its logits are ContextLM's with the same seed.
+    prompt_ids = prompts([1, 2, 3], [4, 5, 6])
+    result = sample(impl, {"kind": "NoCacheReturnedLM", "seed": 3}, prompt_ids, 2, 7, [0, 4],
+                    temperature=1.3)  # fmt: skip
+    check_fields(result, 4, 7, 8)
+    try:
+        check_calls(result, prompt_ids, 2, cached=False)
+    except AssertionError as exc:
+        raise AssertionError(f"this model returns past_key_values=None: {exc}") from None
+    check_logprobs(result, {"kind": "ContextLM", "seed": 3}, prompt_ids, 2, temperature=1.3)
+
+
 def test_cached_and_uncached_models_give_the_same_samples(impl):
     for prompt_ids in (prompts([1, 2, 3], [4, 5, 6]), prompts([2], [5], [7])):  # P = 3, P = 1
         strict = {"kind": "CachedContextLM", "seed": 4, "strict": True}
