@@ -28,6 +28,7 @@ from dataclasses import fields
 import torch
 
 from grader.errors import UnexpectedResult
+from problems.support.host_transfers import HostTransfers
 from problems.support.records import Records
 from problems.support.toy_models import parameter_state, state_changes
 from reference.gpt import GPT, GPTConfig
@@ -123,6 +124,25 @@ def watch_modes(model: torch.nn.Module) -> Callable[[], list]:
         return sorted(set(seen))
 
     return noted
+
+
+def count_passes_without_grad(model: torch.nn.Module) -> Callable[[], int]:
+    """A function giving how many of the model's calls ran with autograd off: in compute_loss
+    and optimize, a pass no gradient comes from (old log-probs of a pass of their own)."""
+    seen: list = []
+
+    def note(module, args):
+        if not torch.is_grad_enabled():
+            seen.append(module.training)
+
+    hook = model.register_forward_pre_hook(note)
+
+    def counted() -> int:
+        if model._forward_pre_hooks.get(hook.id) is not note:
+            raise UnexpectedResult("the model's forward hooks were changed: leave them as they are")
+        return len(seen)
+
+    return counted
 
 
 def modes(*models: torch.nn.Module | None) -> list:
@@ -396,6 +416,7 @@ def run_generate_rollout(
 def run_compute_loss(solution, policy, rollout, config, normalizer=None):
     """compute_loss, and the gradient of the loss it returns."""
     network = build_model(policy)
+    passes_without_grad = count_passes_without_grad(network)
     result = solution.compute_loss(network, Rollout(**rollout), GRPOConfig(**config), normalizer)
     if not (isinstance(result, tuple | list) and len(result) == 2):
         raise UnexpectedResult(f"compute_loss should return (loss, logps), got {result!r:.100}")
@@ -405,7 +426,8 @@ def run_compute_loss(solution, policy, rollout, config, normalizer=None):
             f"compute_loss's loss should be a tensor that requires grad, got {loss!r:.100}"
         )
     loss.backward()
-    return {"loss": loss, "logps": logps, "grads": gradients(network)}
+    return {"loss": loss, "logps": logps, "grads": gradients(network),
+            "passes_without_grad": passes_without_grad()}  # fmt: skip
 
 
 @single_threaded
@@ -416,6 +438,7 @@ def run_optimize(solution, policy, rollout, config, optimizer, scheduler=None, s
     `stale_grads`: every parameter comes with a gradient of ones, left over from some earlier
     backward pass of the caller's."""
     network = build_model(policy)
+    passes_without_grad = count_passes_without_grad(network)
     recorder = build_optimizer(network, optimizer)
     if stale_grads:
         for _, parameter in named_parameters(network):
@@ -431,6 +454,7 @@ def run_optimize(solution, policy, rollout, config, optimizer, scheduler=None, s
         # A step skipped at the end shows only here: in the count, and in the rates it sets.
         "scheduler_steps": None if schedule is None else scheduler_steps(schedule),
         "learning_rates": [float(group["lr"]) for group in recorder.param_groups],
+        "passes_without_grad": passes_without_grad(),
     }
 
 
@@ -448,9 +472,12 @@ def run_grpo_step(
     seed,
     scheduler=None,
     default_device=None,
+    watch_host=False,
 ):
     """grpo_step: its rollout and result, the reward calls, every step() and the weights after;
-    torch's default device is `default_device` during the call."""
+    torch's default device is `default_device` during the call, and with `watch_host` the
+    result's "host_transfers" lists the calls that moved data to the host (see
+    problems/support/host_transfers.py)."""
     network, ref_model = build_model(policy), build_model(ref)
     grad_modes = watch_modes(network)
     kept = parameter_states(network, ref_model)
@@ -458,7 +485,8 @@ def run_grpo_step(
     reward_fn = RecordingReward(reward)
     generator = torch.Generator().manual_seed(seed)
     default = contextlib.nullcontext() if default_device is None else torch.device(default_device)
-    with default:
+    host = HostTransfers() if watch_host else contextlib.nullcontext()
+    with default, host:
         result = solution.grpo_step(network, ref_model, recorder, prompt_ids, answers, reward_fn,
                                     eos_ids, GRPOConfig(**config), generator,
                                     build_scheduler(recorder, scheduler))  # fmt: skip
@@ -474,6 +502,7 @@ def run_grpo_step(
         "training": modes(network, ref_model),
         "grad_modes": grad_modes(),
         "parameters_changed": state_changes(kept, parameter_states(network, ref_model)),
+        "host_transfers": host.seen if watch_host else None,
     }
 
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from problems.support.asserts import assert_scalar, assert_tensor
+from problems.support.host_transfers import advice
 from reference.gpt import GPT, GPTConfig
 from reference.grpo_config import GRPOConfig
 from reference.sample_group import sample_group
@@ -781,6 +782,24 @@ def loss_of(impl, rollout: dict, options: dict, normalizer: float | None = None)
     )
 
 
+def test_the_old_log_probs_are_the_first_updates_own_without_a_pass_of_their_own(impl):
+    # A pass under no_grad for the old log-probs costs a forward pass per micro-batch, and
+    # with dropout its ratios are not 1 at the first update: the current ones, detached, are.
+    rollout, options, _ = loss_case("grpo", later=False)
+    got = impl.probe.run_compute_loss(tiny(0), rollout, options)
+    assert got["passes_without_grad"] == 0, (
+        f"compute_loss ran the policy without autograd ({got['passes_without_grad']} passes): at "
+        "the first iteration (old_logps None) the old log-probs are the current ones, detached"
+    )
+    options = config(num_iterations=2, gradient_accumulation_steps=2)
+    got = optimize(impl, tiny(0), crafted_rollout(tiny(0), groups=4, seed=5), options)
+    assert got["passes_without_grad"] == 0, (
+        f"optimize ran the policy without autograd ({got['passes_without_grad']} passes): keep "
+        "each micro-batch's first-iteration log-probs, detached, as its old log-probs; no "
+        "separate forward pass is needed"
+    )
+
+
 def test_compute_loss_divides_by_the_normalizer_it_is_given(impl):
     for loss_type in LOSS_TYPES:
         rollout, options, _ = loss_case(loss_type, later=True)
@@ -1172,13 +1191,19 @@ def test_grpo_step_creates_its_tensors_on_the_policy_device_not_the_default_one(
         arguments = (policy, ref, SGD, PROMPT_IDS[:3], ANSWERS[:3], "mod3_ranked", EOS,
                      options, 11)  # fmt: skip
         try:
-            got = impl.probe.run_grpo_step(*arguments, default_device="meta")
+            got = impl.probe.run_grpo_step(*arguments, default_device="meta", watch_host=True)
         except (RuntimeError, NotImplementedError, IndexError) as exc:
             raise AssertionError(
                 f"{overrides}: with torch's default device set to 'meta' during grpo_step, it "
                 f"raised {type(exc).__name__}: {exc}. Create every tensor on the policy's "
                 "device: device=..., or *_like"
             ) from exc
+        # A trip through the host gives back a CPU tensor, right here by chance (the policy is
+        # on the CPU), beside the policy's CUDA tensors on a GPU.
+        assert not got["host_transfers"], (
+            f"{overrides}: grpo_step called {', '.join(got['host_transfers'])}: "
+            + advice("the policy's")
+        )
         plain = impl.probe.run_grpo_step(*arguments)
         assert torch.equal(got["rollout"]["completion_ids"], plain["rollout"]["completion_ids"])
         # Values too: some ops given a tensor on "meta" return a wrong answer, not an error
