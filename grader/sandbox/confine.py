@@ -13,9 +13,10 @@ machinery any file from such a place (whichever finder or path led there), a fil
 one, a library loaded from one, and changing who may write a file or folder. Text compiled at
 run time is held to the rules of the class report: text in which the report would find a lead
 (the kit's `grader.tampering` scan) is refused, since no person will read it. It also refuses
-code objects built from bytes or by hand, a pickle naming anything but plain data, starting a
-program (also through _posixsubprocess.fork_exec, which raises no event), links and moves, and
-/proc/<pid>/mem or map_files.
+code objects built from bytes or by hand, a pickle naming reflection (builtins' functions,
+private names, modules of the kit or of the import system), starting a program (also through
+_posixsubprocess.fork_exec, which raises no event), links and moves, and /proc/<pid>/mem or
+map_files.
 
 The hook calls only what it took when this module was imported (C functions of `posix`, the
 scan), so a submission that patches `os.access` or `sys._getframe` changes nothing it sees.
@@ -71,9 +72,11 @@ UNPICKLED_PRIVATE = re.compile(
     r"_rebuild\w*|_reconstruct(or)?|_CallItem|_ResultItem|_ExceptionWithTraceback|_load_from_bytes"
     r"|_process_chunk"
 )
+# Builtins a pickle may name: classes (data, exceptions), not the functions or the classes that
+# reach into other objects.
 _BUILTIN_CLASSES = frozenset(
-    name for name, value in vars(builtins).items()
-    if isinstance(value, type) and value not in (type, super, memoryview, classmethod, staticmethod, property)
+    name for name, value in vars(builtins).items() if isinstance(value, type)
+    and value not in (type, super, memoryview, classmethod, staticmethod, property)
 )  # fmt: skip
 # The code that reads a module's file to run it: importlib's finders and loaders, zipimport,
 # and the stdlib modules that run a file or a .pth file (as frozen modules or from their files).
@@ -304,12 +307,13 @@ def confine(source_path: str, source_text: str) -> None:
             refuse(f"building code from bytes or by hand ({event})")
         elif event == "pickle.find_class" and len(args) > 1:
             module, name = _plain(args[0]) or "", _plain(args[1]) or ""
-            parts = name.split(".")
             if (
                 (module == "builtins" and name not in _BUILTIN_CLASSES)
                 or UNPICKLED_MODULES.fullmatch(module)
-                and module != "builtins"
-                or any(p.startswith("_") and not UNPICKLED_PRIVATE.fullmatch(p) for p in parts)
+                or any(
+                    part.startswith("_") and not UNPICKLED_PRIVATE.fullmatch(part)
+                    for part in name.split(".")
+                )  # fmt: skip
             ):
                 refuse(f"unpickling {module}.{name}, which a solution has no use for")
         elif event == "import" and len(args) > 1:  # (module, filename of an extension, ...)

@@ -616,12 +616,10 @@ def _held_modules(node: ast.expr, imported: set[str]) -> bool:
         holder = parents.get(id(chain))
         # A bare module handed on anywhere; an attribute of one (torch.float32, a class, a
         # submodule) put in a container or returned by an expression, not given to a call.
-        handed = (
-            isinstance(holder, ast.Call | ast.keyword)
-            and holder is not chain
-            and (not isinstance(holder, ast.Call) or holder.func is not chain)
+        given = isinstance(holder, ast.keyword) or (
+            isinstance(holder, ast.Call) and holder.func is not chain
         )
-        if chain is node or isinstance(holder, HOLDERS) or (handed and chain is part):
+        if chain is node or isinstance(holder, HOLDERS) or (given and chain is part):
             return True
     return False
 
@@ -673,17 +671,15 @@ def _patch_leads(
     base, root = _base(target), _root_object(target)
     # Through an expression holding the module, or a call of a function of the file's own
     # (which may return one): type(model).forward is the class rules' business.
-    through = not isinstance(root, ast.Name) and (
-        _held_modules(root, imported)
-        or any(
-            isinstance(part, ast.Call)
-            and (
-                isinstance(part.func, ast.Lambda)
-                or (isinstance(part.func, ast.Name) and part.func.id in functions)
-            )
-            for part in ast.walk(root)
-        )  # fmt: skip
+    calls_own = any(
+        isinstance(part, ast.Call)
+        and (
+            isinstance(part.func, ast.Lambda)
+            or (isinstance(part.func, ast.Name) and part.func.id in functions)
+        )
+        for part in ast.walk(root)
     )
+    through = not isinstance(root, ast.Name) and (_held_modules(root, imported) or calls_own)
     if (
         (isinstance(base, ast.Name) and base.id in imported)
         or _is_import_call(base, importers)
