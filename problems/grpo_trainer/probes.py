@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import fields
 
@@ -238,26 +239,37 @@ def build_optimizer(model: torch.nn.Module, spec: dict) -> Recording:
     return OPTIMIZERS[spec["kind"]](model, **options)
 
 
+# What sets the optimizer's rates in every scheduler step, whichever class's step the call
+# went through: get_lr() called alone computes them and sets nothing.
+_SETS_RATES = torch.optim.lr_scheduler.LRScheduler._update_lr.__code__
+_caller = sys._getframe
+
+
 def build_scheduler(optimizer: Recording, name: str | None):
-    """A LambdaLR whose steps the probe counts by the calls of its schedule, which every step
-    makes once per parameter group, whichever class's step the call goes through (its
-    last_epoch is the solution's). Building it takes the first."""
+    """A LambdaLR whose steps the probe counts by the calls of its schedule that set the
+    optimizer's rates for an update count not seen before: every step makes one per parameter
+    group (its last_epoch is the solution's). Building it takes the first."""
     if name is None:
         return None
     schedule, updates_seen = SCHEDULES[name], []
 
     def counted(updates: int) -> float:
-        updates_seen.append(updates)
+        frame = _caller(1)
+        for _ in range(4):  # <listcomp>, get_lr, _update_lr
+            if frame is None or frame.f_code is _SETS_RATES:
+                break
+            frame = frame.f_back
+        if frame is not None and frame.f_code is _SETS_RATES and updates not in updates_seen:
+            updates_seen.append(updates)
         return schedule(updates)
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, counted)
-    RECORDS[scheduler] = {"updates_seen": updates_seen, "groups": len(optimizer.param_groups)}
+    RECORDS[scheduler] = {"updates_seen": updates_seen}
     return scheduler
 
 
 def scheduler_steps(scheduler) -> int:
-    kept = RECORDS[scheduler]
-    return len(kept["updates_seen"]) // kept["groups"] - 1
+    return len(RECORDS[scheduler]["updates_seen"]) - 1
 
 
 # ---------------------------------------------------------------- reward functions
