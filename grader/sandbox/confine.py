@@ -153,10 +153,8 @@ def _writable(path: str) -> bool:
     if path.startswith(("memfd:", "/memfd:")):
         return True
     folder = _absolute(path)
-    if not _is_folder(folder):
+    while folder != "/" and not _is_folder(folder):
         folder = folder.rsplit("/", 1)[0] or "/"
-        while folder != "/" and not _is_folder(folder):
-            folder = folder.rsplit("/", 1)[0] or "/"
     return _access(folder, 2)  # W_OK
 
 

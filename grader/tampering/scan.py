@@ -624,10 +624,10 @@ def _held_modules(node: ast.expr, imported: set[str]) -> bool:
     return False
 
 
-def _module_holders(nodes: list[ast.AST], imported: set[str]) -> set[str]:
-    """Names bound to something that holds an imported module as a value (`for m in [os]`,
-    `m = [os][0]`, `(m := os)`, `def f(m=os)`): their attributes are the module's."""
-    bound: list[tuple[ast.expr, ast.expr]] = []
+def _bindings(nodes: list[ast.AST]) -> list[tuple[ast.AST, ast.expr]]:
+    """Each (target, value) the file binds a name with: assignments, loops, comprehensions,
+    `with ... as`, walruses and parameters' defaults."""
+    bound: list[tuple[ast.AST, ast.expr]] = []
     for node in nodes:
         if isinstance(node, ast.Assign):
             bound += [(target, node.value) for target in node.targets]
@@ -642,6 +642,13 @@ def _module_holders(nodes: list[ast.AST], imported: set[str]) -> set[str]:
             bound += zip(given[len(given) - len(node.defaults) :], node.defaults, strict=True)
             bound += [(arg, default) for arg, default in
                       zip(node.kwonlyargs, node.kw_defaults, strict=True) if default is not None]  # fmt: skip
+    return bound
+
+
+def _module_holders(bound: list[tuple[ast.AST, ast.expr]], imported: set[str]) -> set[str]:
+    """Names bound (see _bindings) to something that holds an imported module as a value
+    (`for m in [os]`, `m = [os][0]`, `(m := os)`, `def f(m=os)`): their attributes are the
+    module's."""
     holders: set[str] = set()
     for target, value in bound:
         if _held_modules(value, imported):
@@ -883,9 +890,10 @@ def _tree_leads(tree: ast.AST) -> list[Lead]:
                if isinstance(node, ast.Assign) and len(node.targets) == 1
                and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Attribute)
                and isinstance(_base(node.value), ast.Name)]  # fmt: skip
+    bound = _bindings(nodes)
     for _ in range(ALIAS_ROUNDS):
         more = {name for name, base in chained if base in imported_names} - imported_names
-        more |= _module_holders(nodes, imported_names) - imported_names
+        more |= _module_holders(bound, imported_names) - imported_names
         if not more:
             break
         imported_names |= more

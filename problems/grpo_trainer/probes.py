@@ -107,14 +107,14 @@ def build_model(spec: dict | None) -> torch.nn.Module | None:
     return model.train(spec.get("training", True))
 
 
-def watch_modes(model: torch.nn.Module) -> Callable[[], list]:
+def _forward_notes(model: torch.nn.Module, with_grad: bool) -> Callable[[], list]:
     """A function giving the model's `training` flag at each of its calls made with autograd
-    on (the passes a gradient comes from), in order. The hook that notes them lives on the
-    model, which the solution holds: one it removed makes that function raise."""
+    on (`with_grad`) or off, in order. The hook that notes them lives on the model, which the
+    solution holds: one it removed makes that function raise."""
     seen: list = []
 
     def note(module, args):
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() == with_grad:
             seen.append(module.training)
 
     hook = model.register_forward_pre_hook(note)
@@ -122,28 +122,23 @@ def watch_modes(model: torch.nn.Module) -> Callable[[], list]:
     def noted() -> list:
         if model._forward_pre_hooks.get(hook.id) is not note:
             raise UnexpectedResult("the model's forward hooks were changed: leave them as they are")
-        return sorted(set(seen))
+        return seen
 
     return noted
+
+
+def watch_modes(model: torch.nn.Module) -> Callable[[], list]:
+    """A function giving the modes of the model's calls made with autograd on (the passes a
+    gradient comes from)."""
+    noted = _forward_notes(model, with_grad=True)
+    return lambda: sorted(set(noted()))
 
 
 def count_passes_without_grad(model: torch.nn.Module) -> Callable[[], int]:
     """A function giving how many of the model's calls ran with autograd off: in compute_loss
     and optimize, a pass no gradient comes from (old log-probs of a pass of their own)."""
-    seen: list = []
-
-    def note(module, args):
-        if not torch.is_grad_enabled():
-            seen.append(module.training)
-
-    hook = model.register_forward_pre_hook(note)
-
-    def counted() -> int:
-        if model._forward_pre_hooks.get(hook.id) is not note:
-            raise UnexpectedResult("the model's forward hooks were changed: leave them as they are")
-        return len(seen)
-
-    return counted
+    noted = _forward_notes(model, with_grad=False)
+    return lambda: len(noted())
 
 
 def modes(*models: torch.nn.Module | None) -> list:
